@@ -1,0 +1,49 @@
+# Thin wrapper over CMake; the build itself is described in CMakeLists.txt.
+KURA_MODEL_OPS ?= 100000
+CMAKE_ARGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKURA_MODEL_OPS=$(KURA_MODEL_OPS)
+CTEST = ctest --output-on-failure -j2
+
+.PHONY: all deps build check check-release check-asan check-tsan demo bench model-long clean
+
+all: deps build
+
+deps:
+	@scripts/deps.sh
+
+build:
+	cmake -S . -B build $(CMAKE_ARGS) -DKURA_SANITIZE=
+	cmake --build build -j2
+
+# -k: a failing configuration does not hide the results of the others, yet
+# make still exits non-zero.
+check: all
+	@$(MAKE) --no-print-directory -k check-release check-asan check-tsan
+
+check-release: build
+	cd build && $(CTEST)
+
+check-asan:
+	cmake -S . -B build-asan $(CMAKE_ARGS) -DKURA_SANITIZE=address
+	cmake --build build-asan -j2
+	cd build-asan && UBSAN_OPTIONS=print_stacktrace=1 $(CTEST)
+
+check-tsan:
+	cmake -S . -B build-tsan $(CMAKE_ARGS) -DKURA_SANITIZE=thread
+	cmake --build build-tsan -j2
+	cd build-tsan && TSAN_OPTIONS=second_deadlock_stack=1 $(CTEST)
+
+demo: all
+	scripts/demo.sh
+
+bench: all
+	scripts/bench.sh
+
+# Reconfigures build/ for the long run and back, so only test properties
+# change and nothing is recompiled.
+model-long: all
+	cmake -S . -B build $(CMAKE_ARGS) -DKURA_MODEL_OPS=2000000
+	cd build && ctest --output-on-failure --no-tests=error -R model; rc=$$?; \
+	  cmake -S . -B build $(CMAKE_ARGS) >/dev/null; exit $$rc
+
+clean:
+	rm -rf build build-asan build-tsan
