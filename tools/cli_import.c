@@ -1,0 +1,497 @@
+/*
+ * cli_import.c — `kura import SRC POOL:/path`: copy a host tree into a pool.
+ *
+ * Order of operations per object matters:
+ *  - directories are created owner-writable (0700) and only get their real
+ *    mode after they are filled, so read-only source directories can still
+ *    receive their children when not running as root;
+ *  - owner is set before mode because changing the owner clears set-id
+ *    bits on many systems;
+ *  - times come last: filling a directory or writing a file moves them.
+ * Per-object errors are reported and the walk goes on; errors that will hit
+ * every following object too (pool full, read-only, I/O error) stop it.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+struct imp {
+	kura_fs *fs;
+	char *buf;
+	struct cli_linkmap *links;
+	int as_root;
+	dev_t pool_dev;
+	ino_t pool_ino;
+	int have_pool;
+	unsigned long skipped;
+	unsigned long errors;
+	int fatal;
+};
+
+static int is_fatal(int err)
+{
+	return err == ENOSPC || err == EDQUOT || err == EROFS || err == EIO || err == ENOMEM;
+}
+
+static void fail(struct imp *c, const char *path, int err)
+{
+	cli_err("import", path, err);
+	c->errors++;
+	if (is_fatal(err))
+		c->fatal = 1;
+}
+
+static struct timespec *times_of(const struct stat *st, struct timespec ts[2])
+{
+	ts[0] = st->st_atim;
+	ts[1] = st->st_mtim;
+	return ts;
+}
+
+/* Replace a non-directory that is in the way in the pool; a directory in the
+ * way is an error (merging a file over a directory is never intended). */
+static int make_room(struct imp *c, const char *kpath)
+{
+	struct stat st;
+	int r = kura_lstat(c->fs, kpath, &st);
+
+	if (r < 0)
+		return r;
+	if (S_ISDIR(st.st_mode))
+		return -EISDIR;
+	return kura_unlink(c->fs, kpath);
+}
+
+static int kura_mkdir_parents(kura_fs *fs, const char *path, mode_t mode)
+{
+	char *p = strdup(path);
+	struct stat st;
+	int r = 0;
+
+	if (!p)
+		return -ENOMEM;
+	for (char *s = p + 1; *s; s++) {
+		if (*s != '/')
+			continue;
+		*s = '\0';
+		r = kura_mkdir(fs, p, mode);
+		if (r == -EEXIST) {
+			r = kura_stat(fs, p, &st);
+			if (r == 0 && !S_ISDIR(st.st_mode))
+				r = -ENOTDIR;
+		}
+		*s = '/';
+		if (r < 0)
+			break;
+	}
+	free(p);
+	return r;
+}
+
+static int copy_data(struct imp *c, int fd, int kfd, const char *spath, const char *kpath)
+{
+	off_t pos = 0, written_end = 0;
+	int sparse = 1;
+	struct stat st;
+
+	for (;;) {
+		off_t data = pos, hole = (off_t)INT64_MAX;
+
+		/* Holes are skipped rather than copied as zeros so sparse files
+		 * stay sparse in the pool and cost no copy time. */
+		if (sparse) {
+			data = lseek(fd, pos, SEEK_DATA);
+			if (data < 0) {
+				if (errno == ENXIO)
+					break;
+				sparse = 0;
+				data = pos;
+			} else {
+				hole = lseek(fd, data, SEEK_HOLE);
+				if (hole < 0)
+					hole = (off_t)INT64_MAX;
+			}
+		}
+		pos = data;
+		while (pos < hole) {
+			size_t want = CLI_COPY_BUF;
+			ssize_t n;
+			if ((off_t)want > hole - pos)
+				want = (size_t)(hole - pos);
+			n = pread(fd, c->buf, want, pos);
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				fail(c, spath, errno);
+				return -1;
+			}
+			if (n == 0)
+				goto eof;
+			for (ssize_t done = 0; done < n;) {
+				ssize_t w = kura_pwrite(c->fs, kfd, c->buf + done, (size_t)(n - done),
+							pos + done);
+				if (w < 0) {
+					fail(c, kpath, (int)-w);
+					return -1;
+				}
+				done += w;
+			}
+			pos += n;
+			written_end = pos;
+			cli_progress_add(0, (uint64_t)n);
+		}
+		if (!sparse)
+			break;
+	}
+eof:
+	/* A trailing hole has no data to write; only the length records it. */
+	if (fstat(fd, &st) == 0 && st.st_size > written_end) {
+		int r = kura_ftruncate(c->fs, kfd, st.st_size);
+		if (r < 0) {
+			fail(c, kpath, -r);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static void import_file(struct imp *c, int dfd, const char *name, const char *spath,
+			const char *kpath, const struct stat *st, int oflags)
+{
+	struct timespec ts[2];
+	int fd, kfd, r;
+
+	if (st->st_nlink > 1) {
+		const char *first = cli_linkmap_get(c->links, st->st_dev, st->st_ino);
+		if (first) {
+			r = kura_link(c->fs, first, kpath);
+			if (r == -EEXIST && make_room(c, kpath) == 0)
+				r = kura_link(c->fs, first, kpath);
+			if (r == 0) {
+				cli_progress_add(1, 0);
+				return;
+			}
+			/* e.g. EMLINK: fall back to an independent copy. */
+			if (r != -EMLINK) {
+				fail(c, kpath, -r);
+				return;
+			}
+		}
+	}
+	fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOATIME | oflags);
+	if (fd < 0 && errno == EPERM) /* O_NOATIME needs ownership */
+		fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | oflags);
+	if (fd < 0) {
+		fail(c, spath, errno);
+		return;
+	}
+	kfd = kura_open(c->fs, kpath, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	if (kfd == -EEXIST) {
+		r = make_room(c, kpath);
+		kfd = r < 0 ? r : kura_open(c->fs, kpath, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	}
+	if (kfd < 0) {
+		fail(c, kpath, -kfd);
+		close(fd);
+		return;
+	}
+	if (copy_data(c, fd, kfd, spath, kpath) == 0) {
+		if (c->as_root && (r = kura_fchown(c->fs, kfd, st->st_uid, st->st_gid)) < 0)
+			fail(c, kpath, -r);
+		else if ((r = kura_fchmod(c->fs, kfd, st->st_mode & 07777)) < 0)
+			fail(c, kpath, -r);
+		else if ((r = kura_futimens(c->fs, kfd, times_of(st, ts))) < 0)
+			fail(c, kpath, -r);
+		else if (st->st_nlink > 1 &&
+			 cli_linkmap_put(c->links, st->st_dev, st->st_ino, kpath) < 0)
+			fail(c, kpath, ENOMEM);
+	}
+	r = kura_close(c->fs, kfd);
+	if (r < 0)
+		fail(c, kpath, -r);
+	close(fd);
+	cli_progress_add(1, 0);
+}
+
+static void import_symlink(struct imp *c, int dfd, const char *name, const char *spath,
+			   const char *kpath, const struct stat *st)
+{
+	size_t cap = st->st_size > 0 ? (size_t)st->st_size + 1 : PATH_MAX;
+	struct timespec ts[2];
+	char *target;
+	ssize_t n;
+	int r;
+
+	/* Some file systems report a symlink size of 0; grow until it fits. */
+	for (;;) {
+		target = malloc(cap);
+		if (!target) {
+			fail(c, spath, ENOMEM);
+			return;
+		}
+		n = readlinkat(dfd, name, target, cap);
+		if (n < 0) {
+			fail(c, spath, errno);
+			free(target);
+			return;
+		}
+		if ((size_t)n < cap)
+			break;
+		free(target);
+		cap *= 2;
+	}
+	target[n] = '\0';
+	r = kura_symlink(c->fs, target, kpath);
+	if (r == -EEXIST && (r = make_room(c, kpath)) == 0)
+		r = kura_symlink(c->fs, target, kpath);
+	free(target);
+	if (r < 0) {
+		fail(c, kpath, -r);
+		return;
+	}
+	if (c->as_root && (r = kura_chown(c->fs, kpath, st->st_uid, st->st_gid, 1)) < 0)
+		fail(c, kpath, -r);
+	else if ((r = kura_utimens(c->fs, kpath, times_of(st, ts), 1)) < 0)
+		fail(c, kpath, -r);
+	cli_progress_add(1, 0);
+}
+
+static void import_dir(struct imp *c, int dfd, const char *name, const char *spath,
+		       const char *kpath, const struct stat *st, int oflags);
+
+static void import_contents(struct imp *c, int fd, const char *spath, const char *kpath)
+{
+	int dup_fd = dup(fd);
+	DIR *d = dup_fd < 0 ? NULL : fdopendir(dup_fd);
+	struct dirent *de;
+
+	if (!d) {
+		fail(c, spath, errno);
+		if (dup_fd >= 0)
+			close(dup_fd);
+		return;
+	}
+	for (;;) {
+		struct stat st;
+		char *sp, *kp;
+
+		errno = 0;
+		de = readdir(d);
+		if (!de) {
+			if (errno)
+				fail(c, spath, errno);
+			break;
+		}
+		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+			continue;
+		sp = cli_join(spath, de->d_name);
+		kp = cli_join(kpath, de->d_name);
+		if (!sp || !kp) {
+			fail(c, spath, ENOMEM);
+			free(sp);
+			free(kp);
+			break;
+		}
+		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+			fail(c, sp, errno);
+		} else if (c->have_pool && st.st_dev == c->pool_dev && st.st_ino == c->pool_ino) {
+			/* Copying the pool into itself would never end well. */
+			cli_msg("import", "%s: skipping the destination pool file itself", sp);
+		} else if (S_ISDIR(st.st_mode)) {
+			import_dir(c, fd, de->d_name, sp, kp, &st, O_NOFOLLOW);
+		} else if (S_ISREG(st.st_mode)) {
+			import_file(c, fd, de->d_name, sp, kp, &st, O_NOFOLLOW);
+		} else if (S_ISLNK(st.st_mode)) {
+			import_symlink(c, fd, de->d_name, sp, kp, &st);
+		} else {
+			cli_msg("import", "%s: skipping %s (kura stores only files, directories "
+				"and symlinks)", sp, cli_type_name(st.st_mode));
+			c->skipped++;
+		}
+		free(sp);
+		free(kp);
+		if (c->fatal)
+			break;
+	}
+	closedir(d);
+}
+
+static int apply_dir_attrs(struct imp *c, const char *kpath, const struct stat *st)
+{
+	struct timespec ts[2];
+	int r = 0;
+
+	if (c->as_root)
+		r = kura_chown(c->fs, kpath, st->st_uid, st->st_gid, 1);
+	if (r == 0)
+		r = kura_chmod(c->fs, kpath, st->st_mode & 07777);
+	if (r == 0)
+		r = kura_utimens(c->fs, kpath, times_of(st, ts), 1);
+	return r;
+}
+
+static void import_dir(struct imp *c, int dfd, const char *name, const char *spath,
+		       const char *kpath, const struct stat *st, int oflags)
+{
+	struct stat kst;
+	int fd, r;
+
+	r = kura_mkdir(c->fs, kpath, 0700);
+	if (r == -EEXIST) {
+		/* An existing directory is merged into; anything else blocks. */
+		r = kura_lstat(c->fs, kpath, &kst);
+		if (r == 0 && !S_ISDIR(kst.st_mode))
+			r = -EEXIST;
+	}
+	if (r < 0) {
+		fail(c, kpath, -r);
+		return;
+	}
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | oflags);
+	if (fd < 0) {
+		fail(c, spath, errno);
+	} else {
+		import_contents(c, fd, spath, kpath);
+		close(fd);
+	}
+	if (c->fatal)
+		return;
+	r = apply_dir_attrs(c, kpath, st);
+	if (r < 0)
+		fail(c, kpath, -r);
+}
+
+static const char *base_name(const char *p)
+{
+	size_t n = strlen(p);
+	const char *s;
+
+	while (n > 1 && p[n - 1] == '/')
+		n--;
+	for (s = p + n; s > p && s[-1] != '/'; s--)
+		;
+	return s;
+}
+
+int cmd_import(int argc, char **argv)
+{
+	struct imp c = { 0 };
+	struct cli_target t;
+	struct stat st, kst, pst;
+	const char *src;
+	int first = 1, r, dest_is_dir = 0;
+	mode_t um;
+
+	if (cli_want_help("import", argc, argv))
+		return CLI_EXIT_OK;
+	if (argc > 1 && strcmp(argv[1], "--") == 0)
+		first = 2;
+	else
+		for (int i = 1; i < argc; i++)
+			if (argv[i][0] == '-' && argv[i][1] != '\0')
+				return cli_usage_error("import", "unknown option '%s'", argv[i]);
+	if (argc - first != 2)
+		return cli_usage_error("import", "expected SRC and POOL:/path operands");
+	src = argv[first];
+	if (cli_parse_target("import", argv[first + 1], &t) < 0)
+		return CLI_EXIT_USAGE;
+	if (stat(src, &st) < 0) {
+		cli_err("import", src, errno);
+		return CLI_EXIT_FAIL;
+	}
+	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+		cli_msg("import", "%s: cannot import a %s", src, cli_type_name(st.st_mode));
+		return CLI_EXIT_FAIL;
+	}
+	if (t.is_default && cli_ensure_default_pool("import", t.pool) < 0)
+		return CLI_EXIT_FAIL;
+	c.fs = cli_mount(t.pool, 0);
+	if (!c.fs)
+		return CLI_EXIT_FAIL;
+	c.buf = malloc(CLI_COPY_BUF);
+	c.links = cli_linkmap_new();
+	if (!c.buf || !c.links) {
+		cli_err("import", src, ENOMEM);
+		free(c.buf);
+		cli_linkmap_free(c.links);
+		kura_unmount(c.fs);
+		return CLI_EXIT_FAIL;
+	}
+	c.as_root = geteuid() == 0;
+	if (stat(t.pool, &pst) == 0) {
+		c.have_pool = 1;
+		c.pool_dev = pst.st_dev;
+		c.pool_ino = pst.st_ino;
+	}
+	um = umask(0);
+	umask(um);
+
+	r = kura_stat(c.fs, t.path, &kst);
+	if (r == 0) {
+		dest_is_dir = S_ISDIR(kst.st_mode);
+		if (!dest_is_dir && S_ISDIR(st.st_mode)) {
+			cli_err("import", t.arg, ENOTDIR);
+			c.errors++;
+			goto out;
+		}
+	} else if (r == -ENOENT) {
+		r = kura_mkdir_parents(c.fs, t.path, 0777 & ~um);
+		if (r < 0) {
+			cli_err("import", t.arg, -r);
+			c.errors++;
+			goto out;
+		}
+	} else {
+		cli_err("import", t.arg, -r);
+		c.errors++;
+		goto out;
+	}
+
+	cli_progress_start("import");
+	if (S_ISDIR(st.st_mode)) {
+		if (dest_is_dir) {
+			/* Existing destination: only its contents are ours to set. */
+			int fd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (fd < 0) {
+				fail(&c, src, errno);
+			} else {
+				import_contents(&c, fd, src, t.path);
+				close(fd);
+			}
+		} else {
+			import_dir(&c, AT_FDCWD, src, src, t.path, &st, 0);
+		}
+	} else if (dest_is_dir) {
+		char *kp = cli_join(t.path, base_name(src));
+		if (kp)
+			import_file(&c, AT_FDCWD, src, src, kp, &st, 0);
+		else
+			fail(&c, src, ENOMEM);
+		free(kp);
+	} else {
+		import_file(&c, AT_FDCWD, src, src, t.path, &st, 0);
+	}
+	cli_progress_finish();
+	if (c.skipped)
+		cli_msg("import", "skipped %lu special file%s", c.skipped, c.skipped == 1 ? "" : "s");
+	if (c.fatal)
+		cli_msg("import", "stopped early; %s is incomplete", t.arg);
+out:
+	free(c.buf);
+	cli_linkmap_free(c.links);
+	r = kura_unmount(c.fs);
+	if (r < 0) {
+		cli_err("import", t.pool, -r);
+		c.errors++;
+	}
+	return c.errors ? CLI_EXIT_FAIL : CLI_EXIT_OK;
+}

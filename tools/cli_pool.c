@@ -1,0 +1,159 @@
+/*
+ * cli_pool.c — POOL:/path operands, the default pool, mounting.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* Collapse "//" and drop trailing slashes so joined paths and messages look
+ * the same however the user typed the operand. */
+static void normalize(char *p)
+{
+	char *w = p;
+
+	for (char *r = p; *r; r++) {
+		if (*r == '/' && w > p && w[-1] == '/')
+			continue;
+		*w++ = *r;
+	}
+	while (w > p + 1 && w[-1] == '/')
+		w--;
+	*w = '\0';
+}
+
+int cli_parse_target(const char *cmd, const char *arg, struct cli_target *t)
+{
+	const char *colon = strchr(arg, ':');
+	size_t plen = colon ? (size_t)(colon - arg) : strlen(arg);
+	const char *path = colon ? colon + 1 : "/";
+
+	memset(t, 0, sizeof(*t));
+	t->arg = arg;
+	if (plen == 0 || (plen == 7 && strncmp(arg, "default", 7) == 0)) {
+		int r = kura_default_pool_path(t->pool, sizeof(t->pool));
+		if (r < 0) {
+			cli_msg(cmd, "cannot determine the default pool path: %s", strerror(-r));
+			return -1;
+		}
+		t->is_default = 1;
+	} else {
+		if (plen >= sizeof(t->pool)) {
+			cli_err(cmd, arg, ENAMETOOLONG);
+			return -1;
+		}
+		memcpy(t->pool, arg, plen);
+		t->pool[plen] = '\0';
+	}
+	/* The engine resolves relative paths from the root anyway; keeping the
+	 * leading '/' makes messages and joins uniform. */
+	if (*path != '/') {
+		if (strlen(path) + 2 > sizeof(t->path)) {
+			cli_err(cmd, arg, ENAMETOOLONG);
+			return -1;
+		}
+		t->path[0] = '/';
+		strcpy(t->path + 1, path);
+	} else {
+		if (strlen(path) + 1 > sizeof(t->path)) {
+			cli_err(cmd, arg, ENAMETOOLONG);
+			return -1;
+		}
+		strcpy(t->path, path);
+	}
+	normalize(t->path);
+	return 0;
+}
+
+int cli_mkdir_p(const char *dir, mode_t mode)
+{
+	char *p = strdup(dir);
+	char *s;
+	struct stat st;
+
+	if (!p)
+		return -ENOMEM;
+	for (s = p + 1;; s++) {
+		if (*s != '/' && *s != '\0')
+			continue;
+		char c = *s;
+		*s = '\0';
+		if (mkdir(p, mode) < 0 && errno != EEXIST) {
+			int e = errno;
+			free(p);
+			return -e;
+		}
+		*s = c;
+		if (c == '\0')
+			break;
+	}
+	free(p);
+	if (stat(dir, &st) < 0)
+		return -errno;
+	return S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
+}
+
+int cli_ensure_default_pool(const char *cmd, const char *pool)
+{
+	struct stat st;
+	char *dir, *slash;
+	int r;
+
+	if (stat(pool, &st) == 0 && st.st_size > 0)
+		return 0;
+	dir = strdup(pool);
+	if (!dir)
+		return -1;
+	slash = strrchr(dir, '/');
+	if (slash && slash != dir) {
+		*slash = '\0';
+		r = cli_mkdir_p(dir, 0700);
+		if (r < 0) {
+			cli_err(cmd, dir, -r);
+			free(dir);
+			return -1;
+		}
+	}
+	free(dir);
+	r = kura_mkfs(pool, KURA_DEFAULT_POOL_SIZE, 0);
+	/* Another kura process may have won the race; that is fine. */
+	if (r == -EEXIST)
+		return 0;
+	if (r < 0) {
+		const char *why = kura_last_error();
+		if (why && *why)
+			cli_msg(cmd, "creating default pool: %s", why);
+		else
+			cli_err(cmd, pool, -r);
+		return -1;
+	}
+	cli_msg(cmd, "created default pool %s", pool);
+	return 0;
+}
+
+kura_fs *cli_mount(const char *pool, int read_only)
+{
+	struct kura_mount_opts opts;
+	kura_fs *fs;
+	int err = 0;
+
+	memset(&opts, 0, sizeof(opts));
+	opts.persist = KURA_PERSIST_AUTO;
+	opts.read_only = read_only;
+	fs = kura_mount(pool, &opts, &err);
+	if (!fs) {
+		const char *why = kura_last_error();
+		cli_progress_clear();
+		if (why && *why)
+			fprintf(stderr, "kura: %s: %s\n", pool, why);
+		else
+			fprintf(stderr, "kura: %s: %s\n", pool,
+				strerror(err < 0 ? -err : EIO));
+	}
+	return fs;
+}
