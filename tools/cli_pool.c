@@ -149,7 +149,11 @@ kura_fs *cli_mount(const char *pool, int read_only)
 	if (!fs) {
 		const char *why = kura_last_error();
 		cli_progress_clear();
-		if (why && *why)
+		/* The engine's reason usually names the pool already; saying it
+		 * twice only makes the line harder to read. */
+		if (why && *why && strstr(why, pool))
+			fprintf(stderr, "kura: %s\n", why);
+		else if (why && *why)
 			fprintf(stderr, "kura: %s: %s\n", pool, why);
 		else
 			fprintf(stderr, "kura: %s: %s\n", pool,
