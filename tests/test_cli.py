@@ -323,7 +323,7 @@ def test_info_fresh_pool(pool):
     assert int(info["format version"]) >= 1
     used = int(info["used"].split()[0])
     free = int(info["free"].split()[0])
-    assert 0 < used < 512 * MiB and 0 < free < 512 * MiB
+    assert 0 <= used < 512 * MiB and 0 < free < 512 * MiB
     assert used + free <= 512 * MiB
     assert int(info["files"]) == 0
     assert int(info["symlinks"]) == 0
