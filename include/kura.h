@@ -1,0 +1,175 @@
+/*
+ * kura.h — the public C API of the kura pool engine.
+ *
+ * A pool is one file holding a whole file system.  kura_mount() maps it; every
+ * other call works on the mapped pool without entering the kernel (except the
+ * `file` persistence back end, which msyncs at durability points).
+ *
+ * Conventions
+ *  - Every function that can fail returns a negative errno value (-ENOENT, ...)
+ *    on failure and >= 0 on success.  errno is never read or written, so the
+ *    calls are safe to wrap from an LD_PRELOAD layer that must preserve errno.
+ *  - Paths are interpreted inside the pool: "/" is the pool's root.  A path
+ *    without a leading '/' is resolved from the root as well (the engine has no
+ *    working directory; the interposition layer keeps one).  ".." at the root
+ *    stays at the root.  Absolute symlink targets are resolved from the root.
+ *  - Descriptors returned by kura_open() are small integers private to this
+ *    mount; they are not kernel descriptors.
+ *  - The caller applies its umask: modes are stored as given (& 07777).
+ *  - Every operation is durable and atomic when it returns: after a crash at
+ *    any instant the pool shows it wholly or not at all.  kura_fsync() is
+ *    therefore cheap; it exists for the future atomic-group API.
+ *  - All calls are thread-safe.  Several processes may mount the same pool.
+ */
+#ifndef KURA_H
+#define KURA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kura_fs kura_fs;
+
+/* ---- pools ------------------------------------------------------------ */
+
+#define KURA_MIN_POOL_SIZE (4ull << 20) /* 4 MiB */
+
+/* Create a new pool file at `path` of `size` bytes (rounded down to 4 KiB).
+ * Fails with -EEXIST if the file exists and is not empty, unless `force`. */
+int kura_mkfs(const char *path, uint64_t size, int force);
+
+enum kura_persist {
+	KURA_PERSIST_AUTO = 0, /* pmem on DAX / devdax / tmpfs, else file; KURA_PERSIST env overrides */
+	KURA_PERSIST_PMEM,     /* clwb|clflushopt + sfence, no system calls */
+	KURA_PERSIST_FILE,     /* msync(MS_SYNC) of dirty pages at each fence */
+};
+
+struct kura_mount_opts {
+	enum kura_persist persist;
+	int read_only;  /* map PROT_READ; every modifying call fails with -EROFS */
+	int no_recover; /* fsck: do not roll back an interrupted transaction */
+};
+
+/* Map a pool.  On failure returns NULL and stores a negative errno in *err
+ * (if err is non-NULL) and a one-line human-readable reason, naming the pool
+ * path and what is wrong, retrievable with kura_last_error(). */
+kura_fs *kura_mount(const char *pool_path, const struct kura_mount_opts *opts, int *err);
+int kura_unmount(kura_fs *fs);
+
+/* The reason the last kura_mount()/kura_mkfs() of this thread failed. */
+const char *kura_last_error(void);
+
+/* The default pool: $XDG_DATA_HOME/kura/default.pool or
+ * ~/.local/share/kura/default.pool.  Writes at most `len` bytes. */
+int kura_default_pool_path(char *buf, size_t len);
+#define KURA_DEFAULT_POOL_SIZE (1ull << 30) /* 1 GiB, sparse on creation */
+
+/* Credentials used for permission checks and for new files' owners.
+ * Defaults are the process's effective ids at mount. */
+int kura_set_creds(kura_fs *fs, uid_t uid, gid_t gid);
+
+/* ---- files ------------------------------------------------------------ */
+
+/* flags: O_RDONLY/O_WRONLY/O_RDWR, O_CREAT, O_EXCL, O_TRUNC, O_APPEND,
+ * O_DIRECTORY, O_NOFOLLOW, O_CLOEXEC (ignored here), O_NOATIME, O_SYNC,
+ * O_DSYNC and O_DIRECT (accepted: every write is synchronous already).
+ * Opening a directory is allowed with O_RDONLY only (-EISDIR otherwise). */
+int kura_open(kura_fs *fs, const char *path, int flags, mode_t mode);
+int kura_close(kura_fs *fs, int fd);
+ssize_t kura_read(kura_fs *fs, int fd, void *buf, size_t count);
+ssize_t kura_write(kura_fs *fs, int fd, const void *buf, size_t count);
+ssize_t kura_pread(kura_fs *fs, int fd, void *buf, size_t count, off_t offset);
+ssize_t kura_pwrite(kura_fs *fs, int fd, const void *buf, size_t count, off_t offset);
+off_t kura_lseek(kura_fs *fs, int fd, off_t offset, int whence); /* + SEEK_DATA/SEEK_HOLE */
+int kura_ftruncate(kura_fs *fs, int fd, off_t length);
+int kura_truncate(kura_fs *fs, const char *path, off_t length);
+/* mode: 0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE|FALLOC_FL_KEEP_SIZE,
+ * FALLOC_FL_ZERO_RANGE[|KEEP_SIZE]; anything else -EOPNOTSUPP. */
+int kura_fallocate(kura_fs *fs, int fd, int mode, off_t offset, off_t len);
+int kura_fsync(kura_fs *fs, int fd);
+int kura_fstat(kura_fs *fs, int fd, struct stat *st);
+/* Duplicate a descriptor: both share one offset and status flags. */
+int kura_dup(kura_fs *fs, int fd);
+/* The O_ flags a descriptor was opened with (access mode and O_APPEND...). */
+int kura_fd_flags(kura_fs *fs, int fd);
+
+/* ---- names ------------------------------------------------------------ */
+
+int kura_stat(kura_fs *fs, const char *path, struct stat *st);
+int kura_lstat(kura_fs *fs, const char *path, struct stat *st);
+/* mode: F_OK or R_OK|W_OK|X_OK against the current creds. */
+int kura_access(kura_fs *fs, const char *path, int mode);
+int kura_mkdir(kura_fs *fs, const char *path, mode_t mode);
+int kura_rmdir(kura_fs *fs, const char *path);
+int kura_unlink(kura_fs *fs, const char *path);
+int kura_link(kura_fs *fs, const char *oldpath, const char *newpath);
+int kura_symlink(kura_fs *fs, const char *target, const char *linkpath);
+/* Returns the target length (not NUL-terminated, truncated to bufsiz). */
+ssize_t kura_readlink(kura_fs *fs, const char *path, char *buf, size_t bufsiz);
+/* flags: 0, RENAME_NOREPLACE, RENAME_EXCHANGE. */
+int kura_rename(kura_fs *fs, const char *oldpath, const char *newpath, unsigned flags);
+/* mknod of regular files only (S_IFREG); FIFOs/devices/sockets -EOPNOTSUPP. */
+int kura_mknod(kura_fs *fs, const char *path, mode_t mode);
+int kura_chmod(kura_fs *fs, const char *path, mode_t mode);
+int kura_fchmod(kura_fs *fs, int fd, mode_t mode);
+/* uid/gid of (uid_t)-1 / (gid_t)-1 leave that id unchanged.  Follows symlinks
+ * unless `nofollow`. */
+int kura_chown(kura_fs *fs, const char *path, uid_t uid, gid_t gid, int nofollow);
+int kura_fchown(kura_fs *fs, int fd, uid_t uid, gid_t gid);
+/* times[0] = atime, times[1] = mtime; NULL means now; UTIME_NOW/UTIME_OMIT
+ * honoured as in utimensat(2). */
+int kura_utimens(kura_fs *fs, const char *path, const struct timespec times[2], int nofollow);
+int kura_futimens(kura_fs *fs, int fd, const struct timespec times[2]);
+int kura_statvfs(kura_fs *fs, struct statvfs *sv);
+
+/* ---- directories ------------------------------------------------------ */
+
+typedef struct kura_dir kura_dir;
+struct kura_dirent {
+	uint64_t ino;
+	uint64_t next_cookie;  /* kura_seekdir() value that resumes after this entry */
+	unsigned char type;    /* DT_REG, DT_DIR, DT_LNK */
+	char name[256];
+};
+kura_dir *kura_opendir(kura_fs *fs, const char *path, int *err);
+/* Returns 1 and fills *ent, 0 at the end, or -errno.  "." and ".." come first.
+ * Entries are returned in hash order; cookies stay valid while the directory
+ * changes: no entry present throughout is skipped or returned twice. */
+int kura_readdir(kura_dir *d, struct kura_dirent *ent);
+long kura_telldir(kura_dir *d);
+void kura_seekdir(kura_dir *d, long cookie);
+void kura_rewinddir(kura_dir *d);
+int kura_closedir(kura_dir *d);
+
+/* ---- pool-wide -------------------------------------------------------- */
+
+struct kura_info {
+	uint32_t format_version;
+	uint64_t pool_size, block_size;
+	uint64_t blocks_total, blocks_free;
+	uint64_t log_size;
+	uint64_t files, directories, symlinks, orphans;
+	const char *persist; /* "pmem" or "file" */
+};
+int kura_info(kura_fs *fs, struct kura_info *info);
+
+/* Check every invariant of the on-pool format of an unmounted (or quiescent)
+ * pool.  Each problem found is passed to `report` as one line naming the
+ * object and what is wrong.  With `repair`, leaked blocks and inodes are freed
+ * and orphans reclaimed.  Returns the number of problems found (0 = clean),
+ * or -errno if the pool cannot be opened or its superblock is unusable (the
+ * reason then also goes to `report`). */
+typedef void (*kura_report_fn)(void *ctx, const char *line);
+int kura_fsck(const char *pool_path, int repair, kura_report_fn report, void *ctx);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

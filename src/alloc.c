@@ -1,0 +1,107 @@
+/* alloc.c — the block bitmap (see alloc.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include "alloc.h"
+
+static uint64_t bitmap_word_off(const struct kura_fs *fs, uint64_t block)
+{
+	return block_off(fs->sb->bitmap_block) + (block / 64) * 8;
+}
+
+static uint64_t bitmap_word(const struct kura_fs *fs, uint64_t w)
+{
+	const uint64_t *p = media_ptr(&fs->m, block_off(fs->sb->bitmap_block) + w * 8);
+	return *p;
+}
+
+int alloc_is_used(const struct kura_fs *fs, uint64_t block)
+{
+	return block < fs->nblocks && (bitmap_word(fs, block / 64) >> (block % 64)) & 1;
+}
+
+uint64_t alloc_free_count(const struct kura_fs *fs)
+{
+	return fs_state(fs)->free_blocks;
+}
+
+/* Next-fit from a per-process hint; the hint is only a guess, the bitmap
+ * decides.  Words are scanned whole so a full region costs 1/64 per block. */
+uint64_t alloc_block(struct kura_fs *fs, int zero)
+{
+	struct tx *t = &fs->tx;
+	if (t->err)
+		return 0;
+	if (fs_state(fs)->free_blocks == 0) {
+		tx_fail(t, -ENOSPC);
+		return 0;
+	}
+	uint64_t nwords = (fs->nblocks + 63) / 64;
+	uint64_t start = fs->alloc_hint / 64;
+	if (start >= nwords)
+		start = 0;
+	for (uint64_t i = 0; i < nwords; i++) {
+		uint64_t w = (start + i) % nwords;
+		uint64_t bits = bitmap_word(fs, w);
+		if (bits == ~0ull)
+			continue;
+		uint64_t b = w * 64 + (uint64_t)__builtin_ctzll(~bits);
+		if (b >= fs->nblocks)
+			continue;
+		tx_write64(t, bitmap_word_off(fs, b), bits | (1ull << (b % 64)));
+		tx_write64(t, STATE_OFF(free_blocks), fs_state(fs)->free_blocks - 1);
+		if (t->err)
+			return 0;
+		tx_mark_fresh(t, b);
+		if (zero) {
+			/* Unlogged (the block is fresh) but flushed now; commit's fence
+			 * orders it before the block becomes reachable. */
+			media_memset(&fs->m, block_off(b), 0, KURA_BLOCK);
+			media_flush(&fs->m, block_off(b), KURA_BLOCK);
+		}
+		fs->alloc_hint = b + 1;
+		return b;
+	}
+	tx_fail(t, -ENOSPC);
+	return 0;
+}
+
+void alloc_free(struct kura_fs *fs, uint64_t block)
+{
+	if (!block_valid(fs, block))
+		return;
+	if (fs->npending_free == fs->cap_pending_free) {
+		size_t cap = fs->cap_pending_free ? fs->cap_pending_free * 2 : 256;
+		uint64_t *n = realloc(fs->pending_free, cap * sizeof *n);
+		if (!n) {
+			tx_fail(&fs->tx, -ENOMEM);
+			return;
+		}
+		fs->pending_free = n;
+		fs->cap_pending_free = cap;
+	}
+	fs->pending_free[fs->npending_free++] = block;
+}
+
+void alloc_apply_frees(struct kura_fs *fs)
+{
+	struct tx *t = &fs->tx;
+	uint64_t freed = 0;
+	for (size_t i = 0; i < fs->npending_free && !t->err; i++) {
+		uint64_t b = fs->pending_free[i];
+		uint64_t bits = bitmap_word(fs, b / 64);
+		if (!((bits >> (b % 64)) & 1))
+			continue; /* freed twice: keep the count honest */
+		tx_write64(t, bitmap_word_off(fs, b), bits & ~(1ull << (b % 64)));
+		freed++;
+		if (b < fs->alloc_hint)
+			fs->alloc_hint = b;
+	}
+	if (freed)
+		tx_write64(t, STATE_OFF(free_blocks), fs_state(fs)->free_blocks + freed);
+	fs->npending_free = 0;
+}
+
+void alloc_drop_frees(struct kura_fs *fs)
+{
+	fs->npending_free = 0;
+}

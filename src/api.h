@@ -1,0 +1,23 @@
+/*
+ * api.h — what the two halves of the public API (names.c, files.c) share.
+ */
+#ifndef KURA_API_H
+#define KURA_API_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include "fs.h"
+
+#define KURA_LINK_MAX 65000u
+
+/* Drops one link (or the directory's only one); frees the inode or, if it is
+ * open somewhere, parks it on the orphan list until the last close. */
+void drop_link(struct kura_fs *fs, uint64_t ino);
+/* Creates an inode of `mode` named by w (a WALK_PARENT result, name absent). */
+struct walk;
+int create_at(struct kura_fs *fs, const struct walk *w, mode_t mode, uint64_t *ino);
+
+int attr_by_ino(struct kura_fs *fs, uint64_t ino, int what, mode_t mode, uid_t uid, gid_t gid,
+		const struct timespec *times);
+
+#endif

@@ -1,0 +1,366 @@
+/* dir.c — extendible-hash directories (see dir.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <string.h>
+#include "alloc.h"
+#include "crc.h"
+#include "dir.h"
+#include "inode.h"
+
+#define HASH_MASK (((uint64_t)1 << 62) - 1)
+
+uint64_t dir_hash(const struct kura_fs *fs, const char *name, size_t len)
+{
+	return name_hash(fs->sb->hash_key, name, len) & HASH_MASK;
+}
+
+static uint64_t reverse64(uint64_t x)
+{
+	x = ((x >> 1) & 0x5555555555555555ull) | ((x & 0x5555555555555555ull) << 1);
+	x = ((x >> 2) & 0x3333333333333333ull) | ((x & 0x3333333333333333ull) << 2);
+	x = ((x >> 4) & 0x0f0f0f0f0f0f0f0full) | ((x & 0x0f0f0f0f0f0f0f0full) << 4);
+	return __builtin_bswap64(x);
+}
+
+/* Hash bits 0..61 reversed into key bits 61..0: key order visits buckets in
+ * contiguous ranges, and the key maps back to the hash exactly. */
+static uint64_t key_of(uint64_t hash) { return reverse64(hash) >> 2; }
+static uint64_t hash_of(uint64_t key) { return reverse64(key << 2); }
+
+static uint64_t mask_of(const struct kura_inode *dip)
+{
+	return dip->dir_depth > DIR_MAX_DEPTH ? 0 : (1ull << dip->dir_depth) - 1;
+}
+
+/* Byte offset of slot i, or 0 if its block of the array is missing. */
+static uint64_t slot_off(const struct kura_fs *fs, const struct kura_inode *dip, uint64_t i)
+{
+	uint64_t b = bmap_get(fs, dip, i / (KURA_BLOCK / 8));
+	return b ? block_off(b) + 8 * (i % (KURA_BLOCK / 8)) : 0;
+}
+
+static const struct kura_bucket *bucket_at(const struct kura_fs *fs, const struct kura_inode *dip, uint64_t i,
+					   uint64_t *block)
+{
+	uint64_t off = slot_off(fs, dip, i);
+	if (!off)
+		return NULL;
+	uint64_t b = *(const uint64_t *)media_ptr(&fs->m, off);
+	if (!block_valid(fs, b))
+		return NULL;
+	const struct kura_bucket *bk = block_ptr(fs, b);
+	if (bk->magic != BUCKET_MAGIC || bk->used > BUCKET_SPACE || bk->depth > dip->dir_depth ||
+	    dip->dir_depth > DIR_MAX_DEPTH)
+		return NULL;
+	if (block)
+		*block = b;
+	return bk;
+}
+
+static const struct kura_dirent_disk *entry_at(const struct kura_bucket *bk, uint32_t pos)
+{
+	return (const struct kura_dirent_disk *)((const char *)(bk + 1) + pos);
+}
+
+/* Walks a bucket's entries; stops (returns NULL through *bad) on a record that
+ * does not fit, so a damaged bucket is reported, never overrun. */
+#define FOR_EACH_ENTRY(bk, pos, e, bad)                                                               \
+	for (uint32_t pos = 0; pos + DIRENT_HEAD <= (bk)->used &&                                     \
+			       ((e) = entry_at(bk, pos), pos + dirent_reclen((e)->name_len) <= (bk)->used || \
+								 ((bad) = 1, 0));                     \
+	     pos += dirent_reclen((e)->name_len))
+
+int dir_lookup(const struct kura_fs *fs, const struct kura_inode *dip, const char *name, size_t len, uint64_t *ino,
+	       unsigned *type)
+{
+	if (!dip->root)
+		return -ENOENT;
+	uint64_t h = dir_hash(fs, name, len);
+	const struct kura_bucket *bk = bucket_at(fs, dip, h & mask_of(dip), NULL);
+	if (!bk)
+		return -EUCLEAN;
+	const struct kura_dirent_disk *e;
+	int bad = 0;
+	FOR_EACH_ENTRY(bk, pos, e, bad)
+	{
+		if (e->hash == h && e->name_len == len && !memcmp(e->name, name, len)) {
+			*ino = e->ino;
+			*type = e->type;
+			return 0;
+		}
+	}
+	return bad ? -EUCLEAN : -ENOENT;
+}
+
+static void set_slot(struct kura_fs *fs, uint64_t dino, uint64_t i, uint64_t bucket)
+{
+	const struct kura_inode *dip = ino_get(fs, dino);
+	uint64_t off = slot_off(fs, dip, i);
+	if (!off) {
+		uint64_t nb = alloc_block(fs, 1);
+		if (!nb)
+			return;
+		bmap_set(fs, dino, i / (KURA_BLOCK / 8), nb);
+		off = block_off(nb) + 8 * (i % (KURA_BLOCK / 8));
+	}
+	tx_write64(&fs->tx, off, bucket);
+}
+
+static uint64_t get_slot(const struct kura_fs *fs, const struct kura_inode *dip, uint64_t i)
+{
+	uint64_t off = slot_off(fs, dip, i);
+	return off ? *(const uint64_t *)media_ptr(&fs->m, off) : 0;
+}
+
+static uint64_t new_bucket(struct kura_fs *fs, uint64_t dino, unsigned depth)
+{
+	uint64_t b = alloc_block(fs, 1);
+	if (!b)
+		return 0;
+	struct kura_bucket h = { .magic = BUCKET_MAGIC, .depth = (uint16_t)depth };
+	tx_write(&fs->tx, block_off(b), &h, sizeof h);
+	const struct kura_inode *dip = ino_get(fs, dino);
+	INO_SET(fs, dino, blocks, dip->blocks + 1);
+	return b;
+}
+
+static int double_array(struct kura_fs *fs, uint64_t dino)
+{
+	const struct kura_inode *dip = ino_get(fs, dino);
+	unsigned g = dip->dir_depth;
+	if (g >= DIR_MAX_DEPTH)
+		return -ENOSPC;
+	uint64_t n = 1ull << g;
+	for (uint64_t j = 0; j < n && !fs->tx.err; j++)
+		set_slot(fs, dino, j + n, get_slot(fs, dip, j));
+	INO_SET(fs, dino, dir_depth, (uint8_t)(g + 1));
+	INO_SET(fs, dino, size, 16 * n);
+	return fs->tx.err;
+}
+
+/* Splits the bucket serving slot i on its next hash bit. */
+static int split(struct kura_fs *fs, uint64_t dino, uint64_t i)
+{
+	const struct kura_inode *dip = ino_get(fs, dino);
+	uint64_t ob;
+	const struct kura_bucket *bk = bucket_at(fs, dip, i, &ob);
+	if (!bk)
+		return -EUCLEAN;
+	unsigned d = bk->depth;
+	if (d == dip->dir_depth) {
+		int err = double_array(fs, dino);
+		if (err)
+			return err;
+	}
+	uint64_t nb = new_bucket(fs, dino, d + 1);
+	if (!nb)
+		return fs->tx.err;
+	char keep[BUCKET_SPACE], move[BUCKET_SPACE];
+	uint32_t nkeep = 0, nmove = 0, ckeep = 0, cmove = 0;
+	const struct kura_dirent_disk *e;
+	int bad = 0;
+	FOR_EACH_ENTRY(bk, pos, e, bad)
+	{
+		uint32_t len = dirent_reclen(e->name_len);
+		if ((e->hash >> d) & 1) {
+			memcpy(move + nmove, e, len);
+			nmove += len;
+			cmove++;
+		} else {
+			memcpy(keep + nkeep, e, len);
+			nkeep += len;
+			ckeep++;
+		}
+	}
+	if (bad)
+		return -EUCLEAN;
+	struct kura_bucket oh = { .magic = BUCKET_MAGIC, .depth = (uint16_t)(d + 1), .used = (uint16_t)nkeep,
+				  .count = ckeep };
+	struct kura_bucket nh = { .magic = BUCKET_MAGIC, .depth = (uint16_t)(d + 1), .used = (uint16_t)nmove,
+				  .count = cmove };
+	tx_write(&fs->tx, block_off(ob), &oh, sizeof oh);
+	if (nkeep)
+		tx_write(&fs->tx, block_off(ob) + sizeof oh, keep, nkeep);
+	tx_write(&fs->tx, block_off(nb), &nh, sizeof nh);
+	if (nmove)
+		tx_write(&fs->tx, block_off(nb) + sizeof nh, move, nmove);
+	/* Every slot that served the old bucket and has bit d set now serves the new one. */
+	dip = ino_get(fs, dino);
+	uint64_t pattern = (i & ((1ull << d) - 1)) | (1ull << d);
+	for (uint64_t j = pattern; j < (1ull << dip->dir_depth) && !fs->tx.err; j += 1ull << (d + 1))
+		set_slot(fs, dino, j, nb);
+	return fs->tx.err;
+}
+
+int dir_add(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uint64_t ino, unsigned type)
+{
+	const struct kura_inode *dip = ino_get(fs, dino);
+	uint64_t h = dir_hash(fs, name, len);
+	uint32_t rl = dirent_reclen((unsigned)len);
+	if (!dip->root) {
+		uint64_t b = new_bucket(fs, dino, 0);
+		if (!b)
+			return fs->tx.err;
+		set_slot(fs, dino, 0, b);
+		INO_SET(fs, dino, dir_depth, 0);
+		INO_SET(fs, dino, size, 8);
+		if (fs->tx.err)
+			return fs->tx.err;
+	}
+	for (int tries = 0; tries <= DIR_MAX_DEPTH + 1; tries++) {
+		dip = ino_get(fs, dino);
+		uint64_t i = h & mask_of(dip);
+		uint64_t b;
+		const struct kura_bucket *bk = bucket_at(fs, dip, i, &b);
+		if (!bk)
+			return -EUCLEAN;
+		if (bk->used + rl <= BUCKET_SPACE) {
+			char rec[DIRENT_HEAD + KURA_NAME_MAX + 8];
+			memset(rec, 0, rl);
+			struct kura_dirent_disk *e = (struct kura_dirent_disk *)rec;
+			e->hash = h;
+			e->ino = ino;
+			e->name_len = (uint8_t)len;
+			e->type = (uint8_t)type;
+			memcpy(e->name, name, len);
+			uint64_t at = block_off(b) + sizeof *bk + bk->used;
+			tx_write(&fs->tx, at, rec, rl);
+			struct kura_bucket nh = *bk;
+			nh.used = (uint16_t)(bk->used + rl);
+			nh.count = bk->count + 1;
+			tx_write(&fs->tx, block_off(b), &nh, sizeof nh);
+			INO_SET(fs, dino, entries, dip->entries + 1);
+			return fs->tx.err;
+		}
+		int err = split(fs, dino, i);
+		if (err)
+			return err;
+	}
+	return -ENOSPC;
+}
+
+/* Finds name; returns its bucket's block and the entry's position. */
+static int find(const struct kura_fs *fs, const struct kura_inode *dip, const char *name, size_t len,
+		uint64_t *block, uint32_t *at)
+{
+	if (!dip->root)
+		return -ENOENT;
+	uint64_t h = dir_hash(fs, name, len);
+	const struct kura_bucket *bk = bucket_at(fs, dip, h & mask_of(dip), block);
+	if (!bk)
+		return -EUCLEAN;
+	const struct kura_dirent_disk *e;
+	int bad = 0;
+	FOR_EACH_ENTRY(bk, pos, e, bad)
+	{
+		if (e->hash == h && e->name_len == len && !memcmp(e->name, name, len)) {
+			*at = pos;
+			return 0;
+		}
+	}
+	return bad ? -EUCLEAN : -ENOENT;
+}
+
+int dir_remove(struct kura_fs *fs, uint64_t dino, const char *name, size_t len)
+{
+	const struct kura_inode *dip = ino_get(fs, dino);
+	uint64_t b;
+	uint32_t at;
+	int err = find(fs, dip, name, len, &b, &at);
+	if (err)
+		return err;
+	const struct kura_bucket *bk = block_ptr(fs, b);
+	uint32_t rl = dirent_reclen(entry_at(bk, at)->name_len);
+	uint32_t tail = bk->used - at - rl;
+	uint64_t base = block_off(b) + sizeof *bk;
+	if (tail) {
+		char buf[BUCKET_SPACE];
+		memcpy(buf, (const char *)(bk + 1) + at + rl, tail);
+		tx_write(&fs->tx, base + at, buf, tail);
+	}
+	/* Keep the unused part of a bucket zero, so fsck can insist on it. */
+	tx_memset(&fs->tx, base + at + tail, 0, rl);
+	struct kura_bucket nh = *bk;
+	nh.used = (uint16_t)(bk->used - rl);
+	nh.count = bk->count - 1;
+	tx_write(&fs->tx, block_off(b), &nh, sizeof nh);
+	INO_SET(fs, dino, entries, dip->entries - 1);
+	return fs->tx.err;
+}
+
+int dir_retarget(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uint64_t ino, unsigned type)
+{
+	const struct kura_inode *dip = ino_get(fs, dino);
+	uint64_t b;
+	uint32_t at;
+	int err = find(fs, dip, name, len, &b, &at);
+	if (err)
+		return err;
+	uint64_t e = block_off(b) + sizeof(struct kura_bucket) + at;
+	tx_write64(&fs->tx, e + offsetof(struct kura_dirent_disk, ino), ino);
+	uint8_t t8 = (uint8_t)type;
+	tx_write(&fs->tx, e + offsetof(struct kura_dirent_disk, type), &t8, 1);
+	return fs->tx.err;
+}
+
+void dir_release(struct kura_fs *fs, uint64_t dino)
+{
+	const struct kura_inode *dip = ino_get(fs, dino);
+	if (!dip || !dip->root || dip->dir_depth > DIR_MAX_DEPTH)
+		return;
+	uint64_t n = 1ull << dip->dir_depth;
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t b;
+		const struct kura_bucket *bk = bucket_at(fs, dip, i, &b);
+		/* A bucket of local depth d first appears at slot i < 2^d. */
+		if (bk && i < (1ull << bk->depth))
+			alloc_free(fs, b);
+	}
+	/* The slot array goes too, so an open descriptor of a removed directory
+	 * reads it as empty rather than following freed buckets. */
+	bmap_free_range(fs, dino, 0, UINT64_MAX);
+	INO_SET(fs, dino, dir_depth, 0);
+	INO_SET(fs, dino, size, 0);
+	INO_SET(fs, dino, blocks, 0);
+}
+
+int dir_next(const struct kura_fs *fs, const struct kura_inode *dip, uint64_t *cookie, struct dir_entry *out)
+{
+	uint64_t c = *cookie;
+	if (!dip->root)
+		return 0;
+	/* Each pass either returns or moves c past one bucket's range, and a
+	 * range is at least 2^(62-DIR_MAX_DEPTH) keys: the loop is bounded even
+	 * on a damaged directory. */
+	while (c < DIR_COOKIE_END) {
+		const struct kura_bucket *bk = bucket_at(fs, dip, hash_of(c) & mask_of(dip), NULL);
+		if (!bk)
+			return -EUCLEAN;
+		const struct kura_dirent_disk *e, *best = NULL;
+		uint64_t best_key = 0;
+		int bad = 0;
+		FOR_EACH_ENTRY(bk, pos, e, bad)
+		{
+			uint64_t k = key_of(e->hash & HASH_MASK);
+			if (k >= c && (!best || k < best_key)) {
+				best = e;
+				best_key = k;
+			}
+		}
+		if (bad)
+			return -EUCLEAN;
+		if (best) {
+			out->ino = best->ino;
+			out->type = best->type;
+			out->name_len = best->name_len;
+			memcpy(out->name, best->name, best->name_len);
+			out->name[best->name_len] = 0;
+			*cookie = best_key + 1;
+			return 1;
+		}
+		unsigned shift = 62 - bk->depth;
+		c = ((c >> shift) + 1) << shift;
+	}
+	*cookie = DIR_COOKIE_END;
+	return 0;
+}

@@ -1,0 +1,50 @@
+/*
+ * dir.h — directories: extendible hash tables of name -> inode.
+ *
+ * The directory inode's block map holds 2^depth bucket pointers; a name
+ * whose hash has low bits i lives in the bucket of slot i.  A bucket is one
+ * block of packed entries with its own (local) depth; when one fills it
+ * splits in two on its next hash bit, doubling the slot array first if
+ * needed.  Doubling only appends (the new half copies the old), so it never
+ * rewrites what exists.  Lookup: one slot read and one bucket scan.
+ *
+ * readdir order is by the bit-reversed hash ("key"): every bucket then covers
+ * one contiguous key range, so a cookie that is simply "the next key" stays
+ * valid however buckets split while a reader walks the directory.  Hashes
+ * are kept to 62 bits so cookies fit telldir()'s long with room for "." and
+ * "..".  Two names with one 62-bit hash in one directory would share a
+ * cookie (one could be skipped by a resumed readdir); with a keyed hash that
+ * is a 2^-62 event per pair, accepted and documented.
+ */
+#ifndef KURA_DIR_H
+#define KURA_DIR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "fs.h"
+
+#define DIR_COOKIE_END ((uint64_t)1 << 62)
+
+uint64_t dir_hash(const struct kura_fs *fs, const char *name, size_t len);
+/* 0 and fills ino and type, -ENOENT, or -EUCLEAN for a damaged directory. */
+int dir_lookup(const struct kura_fs *fs, const struct kura_inode *dip, const char *name, size_t len, uint64_t *ino,
+	       unsigned *type);
+/* The name must not exist. */
+int dir_add(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uint64_t ino, unsigned type);
+int dir_remove(struct kura_fs *fs, uint64_t dino, const char *name, size_t len);
+/* Points an existing name at another inode (rename over a target). */
+int dir_retarget(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uint64_t ino, unsigned type);
+/* Frees the buckets and slot array of an empty directory. */
+void dir_release(struct kura_fs *fs, uint64_t dino);
+
+struct dir_entry {
+	uint64_t ino;
+	unsigned type;
+	unsigned name_len;
+	char name[KURA_NAME_MAX + 1];
+};
+/* From key *cookie on: 1 and the entry (with *cookie advanced past it), 0 at
+ * the end, or -EUCLEAN. */
+int dir_next(const struct kura_fs *fs, const struct kura_inode *dip, uint64_t *cookie, struct dir_entry *out);
+
+#endif

@@ -1,0 +1,669 @@
+/*
+ * files.c — the descriptor half of the public API: open files, data I/O,
+ * directory streams, mount and pool-wide queries.
+ *
+ * An open file description (struct ofile) is shared by dup'ed descriptors:
+ * one offset, one set of status flags, as POSIX requires.  Its offset is
+ * guarded by its own mutex so read() and write() on one description are
+ * serialised like Linux's f_pos lock, while different descriptions proceed
+ * in parallel.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/falloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "alloc.h"
+#include "api.h"
+#include "dir.h"
+#include "inode.h"
+#include "path.h"
+#include "super.h"
+
+struct ofile {
+	uint64_t ino;
+	int flags;
+	int refs;
+	uint64_t pos;
+	pthread_mutex_t pos_lock;
+};
+
+struct kura_dir {
+	kura_fs *fs;
+	int fd;
+	uint64_t cookie; /* 0 ".", 1 "..", then 2 + key */
+};
+
+kura_fs *kura_mount(const char *pool_path, const struct kura_mount_opts *opts, int *err)
+{
+	return fs_open(pool_path, opts, err);
+}
+
+static void release_ofile(struct kura_fs *fs, struct ofile *of);
+
+int kura_unmount(kura_fs *fs)
+{
+	if (!fs)
+		return -EINVAL;
+	for (int i = 0; i < fs->nfds; i++) {
+		struct ofile *of = fs->fds[i];
+		if (!of)
+			continue;
+		fs->fds[i] = NULL;
+		if (--of->refs == 0)
+			release_ofile(fs, of);
+	}
+	fs_close(fs);
+	return 0;
+}
+
+int kura_set_creds(kura_fs *fs, uid_t uid, gid_t gid)
+{
+	fs->uid = uid;
+	fs->gid = gid;
+	return 0;
+}
+
+/* ---- descriptor table ---------------------------------------------------- */
+
+static int install(struct kura_fs *fs, struct ofile *of)
+{
+	pthread_mutex_lock(&fs->fd_mutex);
+	int fd = -1;
+	for (int i = 0; i < fs->nfds; i++)
+		if (!fs->fds[i]) {
+			fd = i;
+			break;
+		}
+	if (fd < 0) {
+		int n = fs->nfds ? fs->nfds * 2 : 64;
+		struct ofile **t = realloc(fs->fds, (size_t)n * sizeof *t);
+		if (!t) {
+			pthread_mutex_unlock(&fs->fd_mutex);
+			return -ENOMEM;
+		}
+		memset(t + fs->nfds, 0, (size_t)(n - fs->nfds) * sizeof *t);
+		fd = fs->nfds;
+		fs->fds = t;
+		fs->nfds = n;
+	}
+	fs->fds[fd] = of;
+	of->refs++;
+	pthread_mutex_unlock(&fs->fd_mutex);
+	return fd;
+}
+
+/* Looks a descriptor up and takes a reference, so a concurrent close cannot
+ * free the description under the caller. */
+static struct ofile *get_ofile(struct kura_fs *fs, int fd)
+{
+	struct ofile *of = NULL;
+	pthread_mutex_lock(&fs->fd_mutex);
+	if (fd >= 0 && fd < fs->nfds && fs->fds[fd]) {
+		of = fs->fds[fd];
+		of->refs++;
+	}
+	pthread_mutex_unlock(&fs->fd_mutex);
+	return of;
+}
+
+static void put_ofile(struct kura_fs *fs, struct ofile *of)
+{
+	pthread_mutex_lock(&fs->fd_mutex);
+	int last = --of->refs == 0;
+	pthread_mutex_unlock(&fs->fd_mutex);
+	if (last)
+		release_ofile(fs, of);
+}
+
+/* The last reference to a description: drop the pool-wide open count, and
+ * free the inode if it was unlinked meanwhile. */
+static void release_ofile(struct kura_fs *fs, struct ofile *of)
+{
+	if (fs->read_only) {
+		fs_lock_for_read(fs);
+		lock_open_dec(&fs->lk, of->ino);
+		fs_unlock_for_read(fs);
+	} else if (fs_begin(fs) == 0) {
+		uint64_t left = lock_open_dec(&fs->lk, of->ino);
+		const struct kura_inode *ip = ino_get(fs, of->ino);
+		if (!left && ip && ip->nlink == 0) {
+			orphan_remove(fs, of->ino);
+			inode_free(fs, of->ino);
+		}
+		fs_end(fs, 0);
+	}
+	pthread_mutex_destroy(&of->pos_lock);
+	free(of);
+}
+
+/* ---- open / close ---------------------------------------------------------- */
+
+#define SUPPORTED_OPEN_FLAGS                                                                                     \
+	(O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME | \
+	 O_SYNC | O_DSYNC | O_DIRECT | O_NOCTTY | O_NONBLOCK | O_LARGEFILE)
+
+static int do_open(struct kura_fs *fs, const char *path, int flags, mode_t mode, uint64_t *out)
+{
+	int acc = flags & O_ACCMODE;
+	struct walk w;
+	int follow = (flags & O_NOFOLLOW) || ((flags & O_CREAT) && (flags & O_EXCL)) ? 0 : WALK_FOLLOW;
+	int err = path_walk(fs, path, (flags & O_CREAT ? WALK_PARENT : 0) | follow, &w);
+	if (err)
+		return err;
+	uint64_t ino = w.ino;
+	if (!ino) {
+		/* O_CREAT of a missing name */
+		if (w.trailing_slash)
+			return -EISDIR;
+		if (fs->read_only)
+			return -EROFS;
+		if ((err = create_at(fs, &w, S_IFREG | (mode & 07777), &ino)))
+			return err;
+		*out = ino;
+		return 0;
+	}
+	if ((flags & O_CREAT) && (flags & O_EXCL))
+		return -EEXIST;
+	const struct kura_inode *ip = ino_get(fs, ino);
+	if (S_ISLNK(ip->mode))
+		return -ELOOP; /* O_NOFOLLOW on a symlink */
+	if (S_ISDIR(ip->mode)) {
+		if (acc != O_RDONLY || (flags & O_TRUNC) || ((flags & O_CREAT) && !w.dot && !(flags & O_DIRECTORY)))
+			return -EISDIR;
+	} else if (flags & O_DIRECTORY) {
+		return -ENOTDIR;
+	}
+	int mask = (acc == O_RDONLY ? R_OK : acc == O_WRONLY ? W_OK : R_OK | W_OK);
+	if ((flags & O_TRUNC) && acc == O_RDONLY)
+		mask |= W_OK;
+	if ((err = perm_check(fs, ip, mask)))
+		return err;
+	if ((flags & O_TRUNC) && S_ISREG(ip->mode) && (acc != O_RDONLY)) {
+		if (fs->read_only)
+			return -EROFS;
+		if (ip->size && (err = inode_truncate(fs, ino, 0)))
+			return err;
+	}
+	*out = ino;
+	return 0;
+}
+
+int kura_open(kura_fs *fs, const char *path, int flags, mode_t mode)
+{
+	if (flags & ~SUPPORTED_OPEN_FLAGS) {
+		return (flags & __O_TMPFILE) == __O_TMPFILE ? -EOPNOTSUPP : -EINVAL;
+	}
+	if ((flags & O_ACCMODE) == O_ACCMODE)
+		return -EINVAL;
+	int writes = (flags & O_ACCMODE) != O_RDONLY;
+	if (fs->read_only && writes)
+		return -EROFS;
+	struct ofile *of = calloc(1, sizeof *of);
+	if (!of)
+		return -ENOMEM;
+	pthread_mutex_init(&of->pos_lock, NULL);
+	of->flags = flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY);
+	uint64_t ino = 0;
+	int err;
+	if (fs->read_only) {
+		fs_lock_for_read(fs);
+		err = do_open(fs, path, flags, mode, &ino);
+		if (!err)
+			err = lock_open_inc(&fs->lk, ino);
+		fs_unlock_for_read(fs);
+	} else {
+		err = fs_begin(fs);
+		if (err)
+			goto fail;
+		err = do_open(fs, path, flags, mode, &ino);
+		/* Counted before commit, under the mutex, so no unlink can slip
+		 * between the lookup and the count. */
+		if (!err)
+			err = lock_open_inc(&fs->lk, ino);
+		int counted = !err;
+		err = fs_end(fs, err);
+		if (err && counted) {
+			fs_lock_for_read(fs);
+			lock_open_dec(&fs->lk, ino);
+			fs_unlock_for_read(fs);
+		}
+	}
+	if (err)
+		goto fail;
+	of->ino = ino;
+	int fd = install(fs, of);
+	if (fd < 0) {
+		of->refs = 1;
+		put_ofile(fs, of);
+	}
+	return fd;
+fail:
+	pthread_mutex_destroy(&of->pos_lock);
+	free(of);
+	return err;
+}
+
+int kura_close(kura_fs *fs, int fd)
+{
+	pthread_mutex_lock(&fs->fd_mutex);
+	if (fd < 0 || fd >= fs->nfds || !fs->fds[fd]) {
+		pthread_mutex_unlock(&fs->fd_mutex);
+		return -EBADF;
+	}
+	struct ofile *of = fs->fds[fd];
+	fs->fds[fd] = NULL;
+	int last = --of->refs == 0;
+	pthread_mutex_unlock(&fs->fd_mutex);
+	if (last)
+		release_ofile(fs, of);
+	return 0;
+}
+
+int kura_dup(kura_fs *fs, int fd)
+{
+	struct ofile *of = get_ofile(fs, fd);
+	if (!of)
+		return -EBADF;
+	int nfd = install(fs, of);
+	put_ofile(fs, of);
+	return nfd;
+}
+
+int kura_fd_flags(kura_fs *fs, int fd)
+{
+	struct ofile *of = get_ofile(fs, fd);
+	if (!of)
+		return -EBADF;
+	int flags = of->flags;
+	put_ofile(fs, of);
+	return flags;
+}
+
+/* ---- data ---------------------------------------------------------------- */
+
+static ssize_t read_at(struct kura_fs *fs, struct ofile *of, void *buf, size_t count, uint64_t off)
+{
+	if ((of->flags & O_ACCMODE) == O_WRONLY)
+		return -EBADF;
+	ssize_t ret;
+	FS_READ(fs, ret, {
+		const struct kura_inode *ip = ino_get(fs, of->ino);
+		if (!ip)
+			ret = -EBADF;
+		else if (S_ISDIR(ip->mode))
+			ret = -EISDIR;
+		else
+			ret = inode_read(fs, ip, buf, count, off);
+	});
+	return ret;
+}
+
+static ssize_t write_at(struct kura_fs *fs, struct ofile *of, const void *buf, size_t count, uint64_t *off,
+			int append)
+{
+	if ((of->flags & O_ACCMODE) == O_RDONLY)
+		return -EBADF;
+	if (count > (size_t)SSIZE_MAX)
+		count = SSIZE_MAX;
+	int err = fs_begin(fs);
+	if (err)
+		return err;
+	ssize_t ret;
+	const struct kura_inode *ip = ino_get(fs, of->ino);
+	if (!ip)
+		ret = -EBADF;
+	else {
+		if (append)
+			*off = ip->size;
+		ret = inode_write(fs, of->ino, buf, count, *off);
+		/* Linux clears set-id bits when an unprivileged process writes. */
+		if (ret > 0 && fs->uid != 0 && (ip->mode & (S_ISUID | S_ISGID)))
+			INO_SET(fs, of->ino, mode, ip->mode & ~(mode_t)(S_ISUID | S_ISGID));
+	}
+	int end = fs_end(fs, ret < 0 ? (int)ret : 0);
+	return end < 0 ? end : ret;
+}
+
+ssize_t kura_read(kura_fs *fs, int fd, void *buf, size_t count)
+{
+	struct ofile *of = get_ofile(fs, fd);
+	if (!of)
+		return -EBADF;
+	pthread_mutex_lock(&of->pos_lock);
+	ssize_t n = read_at(fs, of, buf, count, of->pos);
+	if (n > 0)
+		of->pos += (uint64_t)n;
+	pthread_mutex_unlock(&of->pos_lock);
+	put_ofile(fs, of);
+	return n;
+}
+
+ssize_t kura_pread(kura_fs *fs, int fd, void *buf, size_t count, off_t offset)
+{
+	if (offset < 0)
+		return -EINVAL;
+	struct ofile *of = get_ofile(fs, fd);
+	if (!of)
+		return -EBADF;
+	ssize_t n = read_at(fs, of, buf, count, (uint64_t)offset);
+	put_ofile(fs, of);
+	return n;
+}
+
+ssize_t kura_write(kura_fs *fs, int fd, const void *buf, size_t count)
+{
+	struct ofile *of = get_ofile(fs, fd);
+	if (!of)
+		return -EBADF;
+	pthread_mutex_lock(&of->pos_lock);
+	uint64_t off = of->pos;
+	ssize_t n = write_at(fs, of, buf, count, &off, of->flags & O_APPEND);
+	if (n >= 0)
+		of->pos = off + (uint64_t)n;
+	pthread_mutex_unlock(&of->pos_lock);
+	put_ofile(fs, of);
+	return n;
+}
+
+ssize_t kura_pwrite(kura_fs *fs, int fd, const void *buf, size_t count, off_t offset)
+{
+	if (offset < 0)
+		return -EINVAL;
+	struct ofile *of = get_ofile(fs, fd);
+	if (!of)
+		return -EBADF;
+	uint64_t off = (uint64_t)offset;
+	/* Linux appends even with pwrite when O_APPEND is set. */
+	ssize_t n = write_at(fs, of, buf, count, &off, of->flags & O_APPEND);
+	put_ofile(fs, of);
+	return n;
+}
+
+off_t kura_lseek(kura_fs *fs, int fd, off_t offset, int whence)
+{
+	struct ofile *of = get_ofile(fs, fd);
+	if (!of)
+		return -EBADF;
+	pthread_mutex_lock(&of->pos_lock);
+	int64_t base = 0, ret = 0;
+	struct stat st;
+	if (whence == SEEK_END || whence == SEEK_DATA || whence == SEEK_HOLE) {
+		int err = kura_fstat(fs, fd, &st);
+		if (err) {
+			ret = err;
+			goto out;
+		}
+	}
+	switch (whence) {
+	case SEEK_SET: base = 0; break;
+	case SEEK_CUR: base = (int64_t)of->pos; break;
+	case SEEK_END: base = st.st_size; break;
+	case SEEK_DATA:
+	case SEEK_HOLE:
+		if (offset < 0) {
+			ret = -ENXIO;
+			goto out;
+		}
+		FS_READ(fs, ret, {
+			const struct kura_inode *ip = ino_get(fs, of->ino);
+			ret = ip ? inode_seek_data(fs, ip, (uint64_t)offset, whence == SEEK_DATA) : -EBADF;
+		});
+		if (ret >= 0)
+			of->pos = (uint64_t)ret;
+		goto out;
+	default:
+		ret = -EINVAL;
+		goto out;
+	}
+	if ((offset > 0 && base > INT64_MAX - offset) || base + offset < 0) {
+		ret = offset > 0 ? -EOVERFLOW : -EINVAL;
+		goto out;
+	}
+	of->pos = (uint64_t)(base + offset);
+	ret = base + offset;
+out:
+	pthread_mutex_unlock(&of->pos_lock);
+	put_ofile(fs, of);
+	return (off_t)ret;
+}
+
+static int regular_writable(struct kura_fs *fs, struct ofile *of)
+{
+	const struct kura_inode *ip = ino_get(fs, of->ino);
+	if (!ip)
+		return -EBADF;
+	if (S_ISDIR(ip->mode))
+		return -EISDIR;
+	if ((of->flags & O_ACCMODE) == O_RDONLY)
+		return -EBADF;
+	return 0;
+}
+
+int kura_ftruncate(kura_fs *fs, int fd, off_t length)
+{
+	if (length < 0)
+		return -EINVAL;
+	struct ofile *of = get_ofile(fs, fd);
+	if (!of)
+		return -EBADF;
+	int err = fs_begin(fs);
+	if (!err) {
+		err = regular_writable(fs, of);
+		if (err == -EBADF && (of->flags & O_ACCMODE) == O_RDONLY)
+			err = -EINVAL; /* Linux: EINVAL for a descriptor not open for writing */
+		if (!err)
+			err = inode_truncate(fs, of->ino, (uint64_t)length);
+		err = fs_end(fs, err);
+	}
+	put_ofile(fs, of);
+	return err;
+}
+
+int kura_fallocate(kura_fs *fs, int fd, int mode, off_t offset, off_t len)
+{
+	int known = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
+	if (mode & ~known)
+		return -EOPNOTSUPP;
+	if ((mode & FALLOC_FL_PUNCH_HOLE) && (!(mode & FALLOC_FL_KEEP_SIZE) || (mode & FALLOC_FL_ZERO_RANGE)))
+		return -EOPNOTSUPP;
+	if (offset < 0 || len <= 0)
+		return -EINVAL;
+	struct ofile *of = get_ofile(fs, fd);
+	if (!of)
+		return -EBADF;
+	int err = fs_begin(fs);
+	if (!err) {
+		err = regular_writable(fs, of);
+		if (!err && (of->flags & O_APPEND) && (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)))
+			err = -EPERM;
+		if (!err)
+			err = inode_fallocate(fs, of->ino, mode, (uint64_t)offset, (uint64_t)len);
+		err = fs_end(fs, err);
+	}
+	put_ofile(fs, of);
+	return err;
+}
+
+int kura_fsync(kura_fs *fs, int fd)
+{
+	/* Every operation was durable when it returned. */
+	struct ofile *of = get_ofile(fs, fd);
+	if (!of)
+		return -EBADF;
+	put_ofile(fs, of);
+	return 0;
+}
+
+int kura_fstat(kura_fs *fs, int fd, struct stat *st)
+{
+	struct ofile *of = get_ofile(fs, fd);
+	if (!of)
+		return -EBADF;
+	int ret;
+	FS_READ(fs, ret, {
+		const struct kura_inode *ip = ino_get(fs, of->ino);
+		ret = ip ? 0 : -EBADF;
+		if (ip)
+			inode_to_stat(fs, of->ino, ip, st);
+	});
+	put_ofile(fs, of);
+	return ret;
+}
+
+int kura_fchmod(kura_fs *fs, int fd, mode_t mode)
+{
+	struct ofile *of = get_ofile(fs, fd);
+	if (!of)
+		return -EBADF;
+	int err = attr_by_ino(fs, of->ino, 0, mode, 0, 0, NULL);
+	put_ofile(fs, of);
+	return err;
+}
+
+int kura_fchown(kura_fs *fs, int fd, uid_t uid, gid_t gid)
+{
+	struct ofile *of = get_ofile(fs, fd);
+	if (!of)
+		return -EBADF;
+	int err = attr_by_ino(fs, of->ino, 1, 0, uid, gid, NULL);
+	put_ofile(fs, of);
+	return err;
+}
+
+int kura_futimens(kura_fs *fs, int fd, const struct timespec times[2])
+{
+	struct ofile *of = get_ofile(fs, fd);
+	if (!of)
+		return -EBADF;
+	int err = attr_by_ino(fs, of->ino, 2, 0, 0, 0, times);
+	put_ofile(fs, of);
+	return err;
+}
+
+/* ---- directory streams ------------------------------------------------- */
+
+kura_dir *kura_opendir(kura_fs *fs, const char *path, int *err)
+{
+	int fd = kura_open(fs, path, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0) {
+		if (err)
+			*err = fd;
+		return NULL;
+	}
+	kura_dir *d = calloc(1, sizeof *d);
+	if (!d) {
+		kura_close(fs, fd);
+		if (err)
+			*err = -ENOMEM;
+		return NULL;
+	}
+	d->fs = fs;
+	d->fd = fd;
+	return d;
+}
+
+int kura_readdir(kura_dir *d, struct kura_dirent *ent)
+{
+	struct kura_fs *fs = d->fs;
+	struct ofile *of = get_ofile(fs, d->fd);
+	if (!of)
+		return -EBADF;
+	int ret;
+	if (d->cookie < 2) {
+		FS_READ(fs, ret, {
+			const struct kura_inode *ip = ino_get(fs, of->ino);
+			ret = ip ? 1 : -EBADF;
+			if (ip) {
+				ent->ino = d->cookie == 0 ? of->ino : ip->parent;
+				ent->type = DT_DIR;
+				strcpy(ent->name, d->cookie == 0 ? "." : "..");
+			}
+		});
+		if (ret == 1)
+			ent->next_cookie = ++d->cookie;
+		put_ofile(fs, of);
+		return ret;
+	}
+	struct dir_entry de;
+	uint64_t key = d->cookie - 2;
+	FS_READ(fs, ret, {
+		const struct kura_inode *ip = ino_get(fs, of->ino);
+		key = d->cookie - 2;
+		ret = ip ? dir_next(fs, ip, &key, &de) : -EBADF;
+	});
+	if (ret == 1) {
+		ent->ino = de.ino;
+		ent->type = (unsigned char)de.type;
+		memcpy(ent->name, de.name, de.name_len + 1);
+		d->cookie = key + 2;
+		ent->next_cookie = d->cookie;
+	} else if (ret == 0) {
+		d->cookie = DIR_COOKIE_END + 2;
+	}
+	put_ofile(fs, of);
+	return ret;
+}
+
+long kura_telldir(kura_dir *d)
+{
+	return (long)d->cookie;
+}
+
+void kura_seekdir(kura_dir *d, long cookie)
+{
+	d->cookie = cookie < 0 ? 0 : (uint64_t)cookie;
+}
+
+void kura_rewinddir(kura_dir *d)
+{
+	d->cookie = 0;
+}
+
+int kura_closedir(kura_dir *d)
+{
+	int err = kura_close(d->fs, d->fd);
+	free(d);
+	return err;
+}
+
+/* ---- pool-wide ---------------------------------------------------------- */
+
+int kura_statvfs(kura_fs *fs, struct statvfs *sv)
+{
+	const struct kura_state *st = fs_state(fs);
+	memset(sv, 0, sizeof *sv);
+	sv->f_bsize = KURA_BLOCK;
+	sv->f_frsize = KURA_BLOCK;
+	sv->f_blocks = fs->nblocks - fs->first_data_block;
+	sv->f_bfree = sv->f_bavail = st->free_blocks;
+	/* Inode slots come from free blocks, 32 to a block: that is the ceiling. */
+	sv->f_ffree = sv->f_favail = st->free_blocks * INODES_PER_BLOCK;
+	sv->f_files = sv->f_ffree + st->nfiles + st->ndirs + st->nsymlinks;
+	sv->f_fsid = fs->sb->uuid[0] | (unsigned long)fs->sb->uuid[1] << 8 | (unsigned long)fs->sb->uuid[2] << 16;
+	sv->f_namemax = KURA_NAME_MAX;
+	sv->f_flag = fs->read_only ? ST_RDONLY : 0;
+	return 0;
+}
+
+int kura_info(kura_fs *fs, struct kura_info *info)
+{
+	const struct kura_state *st = fs_state(fs);
+	memset(info, 0, sizeof *info);
+	info->format_version = fs->sb->version;
+	info->pool_size = fs->sb->pool_size;
+	info->block_size = KURA_BLOCK;
+	info->blocks_total = fs->nblocks;
+	info->blocks_free = st->free_blocks;
+	info->log_size = fs->sb->log_blocks * KURA_BLOCK;
+	info->files = st->nfiles;
+	info->directories = st->ndirs;
+	info->symlinks = st->nsymlinks;
+	info->orphans = st->norphans;
+	info->persist = media_kind_name(&fs->m);
+	return 0;
+}

@@ -1,0 +1,105 @@
+/*
+ * fs.h — the mounted pool as every layer above the log sees it, and the
+ * bracket around each operation.
+ *
+ * Changes: fs_begin() takes the pool mutex, marks the sequence counter busy
+ * and opens a transaction; fs_end(ret) commits (ret >= 0) or rolls back
+ * (ret < 0), so an operation that fails halfway changes nothing.
+ *
+ * Reads: FS_READ runs a body optimistically without the mutex and reruns it
+ * if a change overlapped; after a few tries it takes the mutex.  Bodies must
+ * therefore be restartable and must trust nothing they read until the
+ * sequence check passes — which is why every pointer read from the pool is
+ * bounds-checked before it is followed.
+ */
+#ifndef KURA_FS_H
+#define KURA_FS_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "kura.h"
+#include "layout.h"
+#include "lock.h"
+#include "media.h"
+#include "tx.h"
+
+struct ofile;
+
+struct kura_fs {
+	struct media m;
+	struct tx tx;
+	struct lockh lk;
+	const struct kura_super *sb; /* points into the mapping; immutable */
+	uint64_t nblocks;
+	uint64_t first_data_block;
+	int pool_fd;
+	int read_only;
+	char *pool_path;
+	uid_t uid;
+	gid_t gid;
+	/* allocator (DRAM, valid only under the mutex) */
+	uint64_t alloc_hint;
+	uint64_t *pending_free;
+	size_t npending_free, cap_pending_free;
+	/* descriptors of this mount */
+	pthread_mutex_t fd_mutex;
+	struct ofile **fds;
+	int nfds;
+};
+
+static inline const struct kura_state *fs_state(const struct kura_fs *fs)
+{
+	return media_ptr(&fs->m, (uint64_t)STATE_BLOCK * KURA_BLOCK);
+}
+#define STATE_OFF(field) ((uint64_t)STATE_BLOCK * KURA_BLOCK + offsetof(struct kura_state, field))
+
+static inline int block_valid(const struct kura_fs *fs, uint64_t b)
+{
+	return b >= fs->first_data_block && b < fs->nblocks;
+}
+static inline uint64_t block_off(uint64_t b)
+{
+	return b << KURA_BLOCK_SHIFT;
+}
+static inline const void *block_ptr(const struct kura_fs *fs, uint64_t b)
+{
+	return media_ptr(&fs->m, block_off(b));
+}
+
+/* Operation brackets (super.c). */
+int fs_begin(struct kura_fs *fs);
+int fs_end(struct kura_fs *fs, int ret);
+void fs_lock_for_read(struct kura_fs *fs);
+void fs_unlock_for_read(struct kura_fs *fs);
+
+/* TSan cannot know that a seqlock reader discards what it read during a
+ * race, so sanitized thread builds read under the mutex instead. */
+#if defined(__SANITIZE_THREAD__)
+#define FS_OPTIMISTIC_TRIES 0
+#else
+#define FS_OPTIMISTIC_TRIES 3
+#endif
+
+#define FS_READ(fs, ret, body)                                                     \
+	do {                                                                       \
+		int fs_read_done_ = 0;                                             \
+		for (int fs_try_ = 0; fs_try_ < FS_OPTIMISTIC_TRIES; fs_try_++) {  \
+			uint64_t fs_seq_ = lock_read_begin(&(fs)->lk);              \
+			if (fs_seq_ & 1)                                           \
+				break;                                             \
+			body;                                                      \
+			if (lock_read_valid(&(fs)->lk, fs_seq_)) {                 \
+				fs_read_done_ = 1;                                 \
+				break;                                             \
+			}                                                          \
+		}                                                                  \
+		if (!fs_read_done_) {                                              \
+			fs_lock_for_read(fs);                                      \
+			body;                                                      \
+			fs_unlock_for_read(fs);                                    \
+		}                                                                  \
+		(void)(ret);                                                       \
+	} while (0)
+
+#endif

@@ -1,0 +1,437 @@
+/*
+ * fsck.c — checks every invariant of the format, by recomputing from the
+ * root what the pool's own bookkeeping claims:
+ *   superblock and log head (at mount), the directory tree (entries
+ *   well-formed, hashes matching names, types matching inodes, no directory
+ *   reached twice, parent pointers right), link counts, block maps (every
+ *   pointer in range, no block owned twice, block counts), the zero tail
+ *   beyond each file's end, symlink targets, the orphan and free-slot lists,
+ *   the bitmap against the blocks actually reachable, and the counters.
+ * Repair frees what is leaked (blocks, unreachable inodes) and fixes
+ * counters; it never guesses at data.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "alloc.h"
+#include "crc.h"
+#include "dir.h"
+#include "inode.h"
+#include "super.h"
+
+struct check {
+	struct kura_fs *fs;
+	kura_report_fn report;
+	void *ctx;
+	int problems;
+	uint8_t *used;     /* bit per block: reachable */
+	uint32_t *links;   /* per inode slot: names found */
+	uint8_t *seen;     /* per inode slot: 1 live reached, 2 free list, 3 orphan */
+	uint64_t nslots;
+	uint64_t files, dirs, symlinks;
+	uint64_t *stack;
+	size_t nstack, cap;
+};
+
+static void problem(struct check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(struct check *c, const char *fmt, ...)
+{
+	char line[400];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	c->problems++;
+	if (c->report && c->problems <= 1000)
+		c->report(c->ctx, line);
+}
+
+static int bit(const uint8_t *m, uint64_t i) { return (m[i / 8] >> (i % 8)) & 1; }
+static void set_bit(uint8_t *m, uint64_t i) { m[i / 8] |= (uint8_t)(1u << (i % 8)); }
+
+static void claim(struct check *c, uint64_t b, uint64_t ino, const char *what)
+{
+	if (!block_valid(c->fs, b)) {
+		problem(c, "inode %llu: %s points at block %llu, outside the data area", (unsigned long long)ino, what,
+			(unsigned long long)b);
+		return;
+	}
+	if (bit(c->used, b))
+		problem(c, "inode %llu: %s block %llu is also used elsewhere", (unsigned long long)ino, what,
+			(unsigned long long)b);
+	set_bit(c->used, b);
+}
+
+static uint64_t slot_index(uint64_t ino) { return ino; }
+
+/* Walks a block map; returns blocks found and the highest data block + 1. */
+static uint64_t walk_map(struct check *c, uint64_t ino, uint64_t b, unsigned level, uint64_t base, uint64_t *end)
+{
+	claim(c, b, ino, level ? "map node" : "data");
+	if (!block_valid(c->fs, b))
+		return 0;
+	if (level == 0) {
+		if (base + 1 > *end)
+			*end = base + 1;
+		return 1;
+	}
+	uint64_t n = 1;
+	const uint64_t *node = block_ptr(c->fs, b);
+	uint64_t span = 1ull << (MAP_SHIFT * (level - 1));
+	for (unsigned i = 0; i < MAP_FANOUT; i++)
+		if (node[i])
+			n += walk_map(c, ino, node[i], level - 1, base + i * span, end);
+	return n;
+}
+
+static void check_data(struct check *c, uint64_t ino, const struct kura_inode *ip, uint64_t extra_blocks)
+{
+	uint64_t end = 0, n = 0;
+	if (ip->height > MAP_MAX_HEIGHT)
+		problem(c, "inode %llu: block map height %u is impossible", (unsigned long long)ino, ip->height);
+	else if (ip->root)
+		n = walk_map(c, ino, ip->root, ip->height, 0, &end);
+	if (n + extra_blocks != ip->blocks)
+		problem(c, "inode %llu: owns %llu blocks but records %llu", (unsigned long long)ino,
+			(unsigned long long)(n + extra_blocks), (unsigned long long)ip->blocks);
+	if (S_ISREG(ip->mode) || S_ISLNK(ip->mode)) {
+		/* Bytes past EOF inside the last mapped block must be zero. */
+		uint64_t in = ip->size & (KURA_BLOCK - 1);
+		uint64_t b = in ? bmap_get(c->fs, ip, ip->size >> KURA_BLOCK_SHIFT) : 0;
+		if (b) {
+			const char *p = block_ptr(c->fs, b);
+			for (uint64_t i = in; i < KURA_BLOCK; i++)
+				if (p[i]) {
+					problem(c, "inode %llu: non-zero byte past end of file at offset %llu",
+						(unsigned long long)ino,
+						(unsigned long long)((ip->size & ~(uint64_t)(KURA_BLOCK - 1)) + i));
+					break;
+				}
+		}
+	}
+	if (S_ISLNK(ip->mode)) {
+		char t[KURA_SYMLINK_MAX + 1];
+		if (ip->size == 0 || ip->size > KURA_SYMLINK_MAX)
+			problem(c, "symlink %llu: target length %llu is impossible", (unsigned long long)ino,
+				(unsigned long long)ip->size);
+		else if (inode_read(c->fs, ip, t, ip->size, 0) == (ssize_t)ip->size && memchr(t, 0, ip->size))
+			problem(c, "symlink %llu: target contains a NUL byte", (unsigned long long)ino);
+	}
+}
+
+static void push(struct check *c, uint64_t ino)
+{
+	if (c->nstack == c->cap) {
+		c->cap = c->cap ? c->cap * 2 : 256;
+		c->stack = realloc(c->stack, c->cap * sizeof *c->stack);
+		if (!c->stack) {
+			problem(c, "out of memory");
+			exit(2);
+		}
+	}
+	c->stack[c->nstack++] = ino;
+}
+
+static void visit_inode(struct check *c, uint64_t ino)
+{
+	const struct kura_inode *ip = ino_get(c->fs, ino);
+	set_bit(c->used, ino_off(ino) >> KURA_BLOCK_SHIFT);
+	if (S_ISDIR(ip->mode)) {
+		c->dirs++;
+		push(c, ino);
+		return;
+	}
+	if (S_ISLNK(ip->mode))
+		c->symlinks++;
+	else if (S_ISREG(ip->mode))
+		c->files++;
+	else
+		problem(c, "inode %llu: unsupported type (mode %o)", (unsigned long long)ino, ip->mode);
+	check_data(c, ino, ip, 0);
+}
+
+static void check_dir(struct check *c, uint64_t dino)
+{
+	struct kura_fs *fs = c->fs;
+	const struct kura_inode *dip = ino_get(fs, dino);
+	uint64_t subdirs = 0, entries = 0, buckets = 0;
+	if (dip->root) {
+		if (dip->dir_depth > DIR_MAX_DEPTH) {
+			problem(c, "directory %llu: hash depth %u is impossible", (unsigned long long)dino,
+				dip->dir_depth);
+			return;
+		}
+		uint64_t nslots = 1ull << dip->dir_depth;
+		for (uint64_t i = 0; i < nslots; i++) {
+			uint64_t sb = bmap_get(fs, dip, i / (KURA_BLOCK / 8));
+			uint64_t b = sb ? ((const uint64_t *)block_ptr(fs, sb))[i % (KURA_BLOCK / 8)] : 0;
+			const struct kura_bucket *bk = block_valid(fs, b) ? block_ptr(fs, b) : NULL;
+			if (!bk || bk->magic != BUCKET_MAGIC || bk->used > BUCKET_SPACE || bk->depth > dip->dir_depth) {
+				problem(c, "directory %llu: hash slot %llu has no valid bucket", (unsigned long long)dino,
+					(unsigned long long)i);
+				continue;
+			}
+			if (i >= (1ull << bk->depth))
+				continue; /* seen at its first slot */
+			claim(c, b, dino, "bucket");
+			buckets++;
+			uint32_t count = 0, pos = 0;
+			while (pos + DIRENT_HEAD <= bk->used) {
+				const struct kura_dirent_disk *e = (const void *)((const char *)(bk + 1) + pos);
+				uint32_t rl = dirent_reclen(e->name_len);
+				if (pos + rl > bk->used || e->name_len == 0) {
+					problem(c, "directory %llu: damaged entry in bucket %llu", (unsigned long long)dino,
+						(unsigned long long)b);
+					break;
+				}
+				pos += rl;
+				count++;
+				entries++;
+				char name[KURA_NAME_MAX + 1];
+				memcpy(name, e->name, e->name_len);
+				name[e->name_len] = 0;
+				if (memchr(e->name, '/', e->name_len) || memchr(e->name, 0, e->name_len) ||
+				    !strcmp(name, ".") || !strcmp(name, ".."))
+					problem(c, "directory %llu: illegal name \"%s\"", (unsigned long long)dino, name);
+				if (dir_hash(fs, e->name, e->name_len) != e->hash ||
+				    (e->hash & ((1ull << bk->depth) - 1)) != (i & ((1ull << bk->depth) - 1)))
+					problem(c, "directory %llu: \"%s\" is filed under the wrong hash",
+						(unsigned long long)dino, name);
+				const struct kura_inode *ip = ino_get(fs, e->ino);
+				if (!ip) {
+					problem(c, "directory %llu: \"%s\" names free or invalid inode %llu",
+						(unsigned long long)dino, name, (unsigned long long)e->ino);
+					continue;
+				}
+				unsigned want = S_ISDIR(ip->mode) ? DT_DIR : S_ISLNK(ip->mode) ? DT_LNK : DT_REG;
+				if (e->type != want)
+					problem(c, "directory %llu: \"%s\" has type %u, inode says %u",
+						(unsigned long long)dino, name, e->type, want);
+				uint64_t s = slot_index(e->ino);
+				if (S_ISDIR(ip->mode)) {
+					subdirs++;
+					if (c->seen[s]) {
+						problem(c, "directory %llu: \"%s\" links a directory reached twice",
+							(unsigned long long)dino, name);
+						continue;
+					}
+					if (ip->parent != dino)
+						problem(c, "directory %llu: parent pointer %llu, but found in %llu",
+							(unsigned long long)e->ino, (unsigned long long)ip->parent,
+							(unsigned long long)dino);
+				}
+				c->links[s]++;
+				if (!c->seen[s]) {
+					c->seen[s] = 1;
+					visit_inode(c, e->ino);
+				}
+			}
+			if (count != bk->count)
+				problem(c, "directory %llu: bucket %llu counts %u entries, holds %u",
+					(unsigned long long)dino, (unsigned long long)b, bk->count, count);
+			const char *tail = (const char *)(bk + 1);
+			for (uint32_t k = bk->used; k < BUCKET_SPACE; k++)
+				if (tail[k]) {
+					problem(c, "directory %llu: bucket %llu has bytes after its entries",
+						(unsigned long long)dino, (unsigned long long)b);
+					break;
+				}
+		}
+	}
+	if (entries != dip->entries)
+		problem(c, "directory %llu: holds %llu entries, records %llu", (unsigned long long)dino,
+			(unsigned long long)entries, (unsigned long long)dip->entries);
+	if (dip->nlink != 2 + subdirs)
+		problem(c, "directory %llu: link count %u, expected %llu", (unsigned long long)dino, dip->nlink,
+			(unsigned long long)(2 + subdirs));
+	check_data(c, dino, dip, buckets);
+}
+
+static void check_lists(struct check *c, uint64_t *free_slots)
+{
+	struct kura_fs *fs = c->fs;
+	const struct kura_state *st = fs_state(fs);
+	uint64_t n = 0;
+	for (uint64_t ino = st->orphans; ino; n++) {
+		const struct kura_inode *ip = ino_get(fs, ino);
+		if (!ip || n > c->nslots) {
+			problem(c, "orphan list: broken at inode %llu", (unsigned long long)ino);
+			break;
+		}
+		if (c->seen[slot_index(ino)]) {
+			problem(c, "orphan list: inode %llu is also in the tree or listed twice", (unsigned long long)ino);
+			break;
+		}
+		if (ip->nlink)
+			problem(c, "orphan list: inode %llu still has %u links", (unsigned long long)ino, ip->nlink);
+		c->seen[slot_index(ino)] = 3;
+		visit_inode(c, ino);
+		ino = ip->link;
+	}
+	if (n != st->norphans)
+		problem(c, "state: %llu orphans listed, counter says %llu", (unsigned long long)n,
+			(unsigned long long)st->norphans);
+	*free_slots = 0;
+	for (uint64_t ino = st->inode_free; ino;) {
+		uint64_t off = ino_off(ino);
+		if (off < block_off(fs->first_data_block) || off >= block_off(fs->nblocks) || c->seen[ino]) {
+			problem(c, "free inode list: broken at %llu", (unsigned long long)ino);
+			break;
+		}
+		const struct kura_inode *ip = media_ptr(&fs->m, off);
+		if (ip->mode)
+			problem(c, "free inode list: inode %llu is in use", (unsigned long long)ino);
+		c->seen[ino] = 2;
+		set_bit(c->used, off >> KURA_BLOCK_SHIFT);
+		(*free_slots)++;
+		ino = ip->link;
+	}
+}
+
+static int run_check(struct check *c, int repair)
+{
+	struct kura_fs *fs = c->fs;
+	uint64_t root = fs->sb->root_ino;
+	for (uint64_t b = 0; b < fs->first_data_block; b++)
+		set_bit(c->used, b);
+	c->seen[root] = 1;
+	c->links[root] = 1;
+	visit_inode(c, root);
+	if (ino_get(fs, root)->parent != root)
+		problem(c, "root directory: parent pointer is not itself");
+	while (c->nstack)
+		check_dir(c, c->stack[--c->nstack]);
+	uint64_t free_slots;
+	check_lists(c, &free_slots);
+	/* Link counts of non-directories. */
+	for (uint64_t b = fs->first_data_block; b < fs->nblocks; b++) {
+		if (!bit(c->used, b) || !alloc_is_used(fs, b))
+			continue;
+		for (unsigned k = 0; k < INODES_PER_BLOCK; k++) {
+			uint64_t ino = (block_off(b) >> INODE_SHIFT) + k;
+			const struct kura_inode *ip = media_ptr(&fs->m, ino_off(ino));
+			if (c->seen[ino] == 1 && !S_ISDIR(ip->mode) && ip->nlink != c->links[ino])
+				problem(c, "inode %llu: link count %u, but %u names", (unsigned long long)ino, ip->nlink,
+					c->links[ino]);
+		}
+	}
+	/* Slots in inode blocks that nothing accounts for. */
+	uint64_t leaked_inodes = 0;
+	for (uint64_t b = fs->first_data_block; b < fs->nblocks; b++) {
+		if (!bit(c->used, b))
+			continue;
+		uint64_t first = block_off(b) >> INODE_SHIFT;
+		int inode_block = 0;
+		for (unsigned k = 0; k < INODES_PER_BLOCK; k++)
+			inode_block |= c->seen[first + k] != 0;
+		if (!inode_block)
+			continue;
+		for (unsigned k = 0; k < INODES_PER_BLOCK; k++) {
+			uint64_t ino = first + k;
+			if (c->seen[ino])
+				continue;
+			const struct kura_inode *ip = media_ptr(&fs->m, ino_off(ino));
+			if (ip->mode) {
+				problem(c, "inode %llu: in use but unreachable (leaked)", (unsigned long long)ino);
+				leaked_inodes++;
+				if (repair && fs_begin(fs) == 0) {
+					INO_SET(fs, ino, nlink, 0);
+					orphan_add(fs, ino);
+					fs_end(fs, 0);
+				}
+			} else {
+				problem(c, "inode slot %llu: free but not on the free list (leaked)",
+					(unsigned long long)ino);
+			}
+		}
+	}
+	uint64_t zero_bits = 0, leaked = 0;
+	for (uint64_t b = 0; b < fs->nblocks; b++) {
+		int on = alloc_is_used(fs, b), want = bit(c->used, b);
+		if (!on)
+			zero_bits++;
+		if (want && !on)
+			problem(c, "block %llu: in use but marked free", (unsigned long long)b);
+		if (on && !want) {
+			leaked++;
+			if (leaked <= 20)
+				problem(c, "block %llu: marked used but unreachable (leaked)", (unsigned long long)b);
+		}
+	}
+	if (leaked > 20)
+		problem(c, "... %llu leaked blocks in all", (unsigned long long)leaked);
+	const struct kura_state *st = fs_state(fs);
+	if (zero_bits != st->free_blocks)
+		problem(c, "state: %llu blocks free, counter says %llu", (unsigned long long)zero_bits,
+			(unsigned long long)st->free_blocks);
+	if (c->files != st->nfiles || c->dirs != st->ndirs || c->symlinks != st->nsymlinks)
+		problem(c, "state: counts files/dirs/symlinks %llu/%llu/%llu, counters say %llu/%llu/%llu",
+			(unsigned long long)c->files, (unsigned long long)c->dirs, (unsigned long long)c->symlinks,
+			(unsigned long long)st->nfiles, (unsigned long long)st->ndirs,
+			(unsigned long long)st->nsymlinks);
+	if (repair && (leaked || zero_bits != st->free_blocks) && fs_begin(fs) == 0) {
+		for (uint64_t b = fs->first_data_block; b < fs->nblocks; b++)
+			if (alloc_is_used(fs, b) && !bit(c->used, b))
+				alloc_free(fs, b);
+		fs_end(fs, 0);
+	}
+	if (repair && (c->files != st->nfiles || c->dirs != st->ndirs || c->symlinks != st->nsymlinks) &&
+	    fs_begin(fs) == 0) {
+		tx_write64(&fs->tx, STATE_OFF(nfiles), c->files);
+		tx_write64(&fs->tx, STATE_OFF(ndirs), c->dirs);
+		tx_write64(&fs->tx, STATE_OFF(nsymlinks), c->symlinks);
+		fs_end(fs, 0);
+	}
+	if (repair && (leaked_inodes || st->orphans))
+		orphan_reclaim(fs);
+	return c->problems;
+}
+
+int kura_fsck(const char *pool_path, int repair, kura_report_fn report, void *ctx)
+{
+	struct kura_mount_opts opts = { .read_only = !repair, .no_recover = 1 };
+	int err = 0;
+	struct kura_fs *fs = fs_open(pool_path, &opts, &err);
+	if (!fs) {
+		if (report)
+			report(ctx, kura_last_error());
+		return err ? err : -EIO;
+	}
+	/* An interrupted transaction is normal after a crash: undo it (in a
+	 * private view unless repairing) and check what mounting would see. */
+	fs_lock_for_read(fs);
+	int undone = tx_recover(&fs->tx);
+	if (undone > 0 && report) {
+		char line[160];
+		snprintf(line, sizeof line, "note: rolled back an interrupted transaction (%d log records)%s", undone,
+			 repair ? "" : " in memory only");
+		report(ctx, line);
+	}
+	struct check c = { .fs = fs, .report = report, .ctx = ctx };
+	c.nslots = fs->nblocks << (KURA_BLOCK_SHIFT - INODE_SHIFT);
+	c.used = calloc((fs->nblocks + 7) / 8, 1);
+	c.links = calloc(c.nslots, sizeof *c.links);
+	c.seen = calloc(c.nslots, 1);
+	if (!c.used || !c.links || !c.seen) {
+		fs_unlock_for_read(fs);
+		free(c.used);
+		free(c.links);
+		free(c.seen);
+		kura_unmount(fs);
+		return -ENOMEM;
+	}
+	fs_unlock_for_read(fs);
+	/* A read-only check needs no lock: the view is private.  Repairs take
+	 * the lock per transaction, so the check itself runs unlocked. */
+	int problems = run_check(&c, repair);
+	free(c.used);
+	free(c.links);
+	free(c.seen);
+	free(c.stack);
+	kura_unmount(fs);
+	return problems;
+}

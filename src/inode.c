@@ -1,0 +1,437 @@
+/* inode.c — inode slots, block maps and file data (see inode.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <string.h>
+#include <time.h>
+#include "alloc.h"
+#include "inode.h"
+
+const struct kura_inode *ino_get(const struct kura_fs *fs, uint64_t ino)
+{
+	uint64_t off = ino_off(ino);
+	if (ino == 0 || ino >= (fs->nblocks << (KURA_BLOCK_SHIFT - INODE_SHIFT)) ||
+	    off < block_off(fs->first_data_block))
+		return NULL;
+	const struct kura_inode *ip = media_ptr(&fs->m, off);
+	return ip->mode ? ip : NULL;
+}
+
+void ts_now(struct kura_ts *ts)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	ts->sec = now.tv_sec;
+	ts->nsec = (uint32_t)now.tv_nsec;
+	ts->pad = 0;
+}
+
+static void count_type(struct kura_fs *fs, mode_t mode, int delta)
+{
+	const struct kura_state *st = fs_state(fs);
+	if (S_ISDIR(mode))
+		tx_write64(&fs->tx, STATE_OFF(ndirs), st->ndirs + delta);
+	else if (S_ISLNK(mode))
+		tx_write64(&fs->tx, STATE_OFF(nsymlinks), st->nsymlinks + delta);
+	else
+		tx_write64(&fs->tx, STATE_OFF(nfiles), st->nfiles + delta);
+}
+
+/* Carves a new block into free slots, chained in address order. */
+static int refill_slots(struct kura_fs *fs)
+{
+	uint64_t b = alloc_block(fs, 1);
+	if (!b)
+		return fs->tx.err;
+	uint64_t first = block_off(b) >> INODE_SHIFT;
+	for (unsigned i = 0; i + 1 < INODES_PER_BLOCK; i++)
+		tx_write64(&fs->tx, INO_FIELD_OFF(first + i, link), first + i + 1);
+	tx_write64(&fs->tx, INO_FIELD_OFF(first + INODES_PER_BLOCK - 1, link), fs_state(fs)->inode_free);
+	tx_write64(&fs->tx, STATE_OFF(inode_free), first);
+	return fs->tx.err;
+}
+
+int inode_alloc(struct kura_fs *fs, mode_t mode, uint64_t *out)
+{
+	if (!fs_state(fs)->inode_free && refill_slots(fs))
+		return fs->tx.err;
+	uint64_t ino = fs_state(fs)->inode_free;
+	uint64_t off = ino_off(ino);
+	if (off < block_off(fs->first_data_block) || off >= block_off(fs->nblocks))
+		return -EUCLEAN;
+	const struct kura_inode *slot = media_ptr(&fs->m, off);
+	if (slot->mode)
+		return -EUCLEAN; /* free list points at a live inode */
+	tx_write64(&fs->tx, STATE_OFF(inode_free), slot->link);
+	struct kura_inode n = { .mode = mode, .nlink = 1, .uid = fs->uid, .gid = fs->gid };
+	ts_now(&n.ctime);
+	n.atime = n.mtime = n.ctime;
+	n.generation = (uint32_t)fs_state(fs)->next_generation;
+	tx_write64(&fs->tx, STATE_OFF(next_generation), fs_state(fs)->next_generation + 1);
+	tx_write(&fs->tx, off, &n, sizeof n);
+	count_type(fs, mode, +1);
+	*out = ino;
+	return fs->tx.err;
+}
+
+void inode_free(struct kura_fs *fs, uint64_t ino)
+{
+	const struct kura_inode *ip = ino_get(fs, ino);
+	if (!ip)
+		return;
+	mode_t mode = ip->mode;
+	bmap_free_range(fs, ino, 0, UINT64_MAX);
+	struct kura_inode z = { .link = fs_state(fs)->inode_free };
+	tx_write(&fs->tx, ino_off(ino), &z, sizeof z);
+	tx_write64(&fs->tx, STATE_OFF(inode_free), ino);
+	count_type(fs, mode, -1);
+}
+
+void inode_touch(struct kura_fs *fs, uint64_t ino, int which)
+{
+	struct kura_ts now;
+	ts_now(&now);
+	if (which & TOUCH_A)
+		INO_SET(fs, ino, atime, now);
+	if (which & TOUCH_M)
+		INO_SET(fs, ino, mtime, now);
+	if (which & TOUCH_C)
+		INO_SET(fs, ino, ctime, now);
+}
+
+void inode_to_stat(const struct kura_fs *fs, uint64_t ino, const struct kura_inode *ip, struct stat *st)
+{
+	memset(st, 0, sizeof *st);
+	st->st_dev = 0x6b757261; /* "kura": constant, so tools comparing st_dev see one file system */
+	st->st_ino = ino;
+	st->st_mode = ip->mode;
+	st->st_nlink = ip->nlink;
+	st->st_uid = ip->uid;
+	st->st_gid = ip->gid;
+	st->st_size = (off_t)ip->size;
+	st->st_blksize = KURA_BLOCK;
+	st->st_blocks = (blkcnt_t)(ip->blocks * (KURA_BLOCK / 512));
+	st->st_atim.tv_sec = ip->atime.sec;
+	st->st_atim.tv_nsec = ip->atime.nsec;
+	st->st_mtim.tv_sec = ip->mtime.sec;
+	st->st_mtim.tv_nsec = ip->mtime.nsec;
+	st->st_ctim.tv_sec = ip->ctime.sec;
+	st->st_ctim.tv_nsec = ip->ctime.nsec;
+	(void)fs;
+}
+
+/* ---- block map ------------------------------------------------------- */
+
+static uint64_t span_of(unsigned height) /* file blocks covered by a tree of this height */
+{
+	return 1ull << (MAP_SHIFT * height);
+}
+
+static const uint64_t *node_ptr(const struct kura_fs *fs, uint64_t b)
+{
+	return block_ptr(fs, b);
+}
+
+uint64_t bmap_get(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock)
+{
+	unsigned h = ip->height;
+	uint64_t b = ip->root;
+	if (!b || h > MAP_MAX_HEIGHT || fblock >= span_of(h))
+		return 0;
+	for (unsigned level = h; level > 0; level--) {
+		if (!block_valid(fs, b))
+			return 0;
+		b = node_ptr(fs, b)[(fblock >> (MAP_SHIFT * (level - 1))) & (MAP_FANOUT - 1)];
+		if (!b)
+			return 0;
+	}
+	return block_valid(fs, b) ? b : 0;
+}
+
+static void add_blocks(struct kura_fs *fs, uint64_t ino, int64_t delta)
+{
+	const struct kura_inode *ip = media_ptr(&fs->m, ino_off(ino));
+	INO_SET(fs, ino, blocks, ip->blocks + (uint64_t)delta);
+}
+
+uint64_t bmap_set(struct kura_fs *fs, uint64_t ino, uint64_t fblock, uint64_t block)
+{
+	struct tx *t = &fs->tx;
+	const struct kura_inode *ip = media_ptr(&fs->m, ino_off(ino));
+	if (ip->height > MAP_MAX_HEIGHT || (ip->root && !block_valid(fs, ip->root))) {
+		tx_fail(t, -EUCLEAN);
+		return 0;
+	}
+	if (!ip->root) {
+		if (!block)
+			return 0;
+		unsigned h = 0;
+		while (fblock >= span_of(h))
+			h++;
+		INO_SET(fs, ino, height, (uint8_t)h);
+	}
+	/* Grow: the old tree becomes child 0 of a new root. */
+	while (ip->root && fblock >= span_of(ip->height) && !t->err) {
+		if (!block)
+			return 0;
+		uint64_t n = alloc_block(fs, 1);
+		if (!n)
+			return 0;
+		tx_write64(t, block_off(n), ip->root);
+		INO_SET(fs, ino, root, n);
+		INO_SET(fs, ino, height, (uint8_t)(ip->height + 1));
+		add_blocks(fs, ino, 1);
+	}
+	if (t->err)
+		return 0;
+	uint64_t slot_off = INO_FIELD_OFF(ino, root);
+	for (unsigned level = ip->height; level > 0; level--) {
+		uint64_t node = *(const uint64_t *)media_ptr(&fs->m, slot_off);
+		if (!node) {
+			if (!block)
+				return 0;
+			node = alloc_block(fs, 1);
+			if (!node)
+				return 0;
+			tx_write64(t, slot_off, node);
+			add_blocks(fs, ino, 1);
+		} else if (!block_valid(fs, node)) {
+			tx_fail(t, -EUCLEAN);
+			return 0;
+		}
+		slot_off = block_off(node) + 8 * ((fblock >> (MAP_SHIFT * (level - 1))) & (MAP_FANOUT - 1));
+	}
+	uint64_t old = *(const uint64_t *)media_ptr(&fs->m, slot_off);
+	tx_write64(t, slot_off, block);
+	if (block && !old)
+		add_blocks(fs, ino, 1);
+	else if (!block && old)
+		add_blocks(fs, ino, -1);
+	return block_valid(fs, old) ? old : 0;
+}
+
+/* Frees a whole subtree.  Its nodes are not cleared: once the parent's
+ * pointer is cleared nothing reaches them, and not writing them keeps a large
+ * truncate's log small.  Returns blocks freed. */
+static uint64_t free_all(struct kura_fs *fs, uint64_t b, unsigned level)
+{
+	uint64_t freed = 1;
+	if (level > 0) {
+		const uint64_t *node = node_ptr(fs, b);
+		for (unsigned i = 0; i < MAP_FANOUT; i++)
+			if (block_valid(fs, node[i]))
+				freed += free_all(fs, node[i], level - 1);
+	}
+	alloc_free(fs, b);
+	return freed;
+}
+
+/* Frees [first, last) below the node at *slot (a tree of `level`, covering
+ * file blocks from `base`); clears *slot when nothing is left under it.
+ * Returns blocks freed. */
+static uint64_t free_subtree(struct kura_fs *fs, uint64_t slot, unsigned level, uint64_t base, uint64_t first,
+			     uint64_t last)
+{
+	uint64_t b = *(const uint64_t *)media_ptr(&fs->m, slot);
+	uint64_t span = span_of(level);
+	if (!b || !block_valid(fs, b) || fs->tx.err)
+		return 0;
+	if (first <= base && (last - base) >= span) {
+		tx_write64(&fs->tx, slot, 0);
+		return free_all(fs, b, level);
+	}
+	if (level == 0)
+		return 0;
+	uint64_t child_span = span_of(level - 1), freed = 0;
+	unsigned lo = first > base ? (unsigned)((first - base) / child_span) : 0;
+	for (unsigned i = lo; i < MAP_FANOUT; i++) {
+		uint64_t cbase = base + i * child_span;
+		if (cbase >= last)
+			break;
+		freed += free_subtree(fs, block_off(b) + 8 * i, level - 1, cbase, first, last);
+	}
+	const uint64_t *node = node_ptr(fs, b);
+	for (unsigned i = 0; i < MAP_FANOUT; i++)
+		if (node[i])
+			return freed;
+	alloc_free(fs, b);
+	tx_write64(&fs->tx, slot, 0);
+	return freed + 1;
+}
+
+void bmap_free_range(struct kura_fs *fs, uint64_t ino, uint64_t first, uint64_t last)
+{
+	const struct kura_inode *ip = media_ptr(&fs->m, ino_off(ino));
+	if (!ip->root || first >= last)
+		return;
+	if (ip->height > MAP_MAX_HEIGHT) {
+		tx_fail(&fs->tx, -EUCLEAN);
+		return;
+	}
+	uint64_t freed = free_subtree(fs, INO_FIELD_OFF(ino, root), ip->height, 0, first, last);
+	if (freed)
+		add_blocks(fs, ino, -(int64_t)freed);
+	if (!ip->root)
+		INO_SET(fs, ino, height, 0);
+}
+
+/* ---- data ------------------------------------------------------------- */
+
+ssize_t inode_read(const struct kura_fs *fs, const struct kura_inode *ip, void *buf, size_t len, uint64_t off)
+{
+	uint64_t size = ip->size;
+	if (off >= size)
+		return 0;
+	if (len > size - off)
+		len = (size_t)(size - off);
+	size_t done = 0;
+	while (done < len) {
+		uint64_t pos = off + done;
+		size_t in = pos & (KURA_BLOCK - 1);
+		size_t n = KURA_BLOCK - in < len - done ? KURA_BLOCK - in : len - done;
+		uint64_t b = bmap_get(fs, ip, pos >> KURA_BLOCK_SHIFT);
+		if (b)
+			memcpy((char *)buf + done, (const char *)block_ptr(fs, b) + in, n);
+		else
+			memset((char *)buf + done, 0, n);
+		done += n;
+	}
+	return (ssize_t)len;
+}
+
+ssize_t inode_write(struct kura_fs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off)
+{
+	struct tx *t = &fs->tx;
+	const struct kura_inode *ip = media_ptr(&fs->m, ino_off(ino));
+	if (off > KURA_MAX_FILE_SIZE || len > KURA_MAX_FILE_SIZE - off)
+		return -EFBIG;
+	if (!len)
+		return 0;
+	size_t done = 0;
+	while (done < len && !t->err) {
+		uint64_t pos = off + done;
+		size_t in = pos & (KURA_BLOCK - 1);
+		size_t n = KURA_BLOCK - in < len - done ? KURA_BLOCK - in : len - done;
+		uint64_t fb = pos >> KURA_BLOCK_SHIFT;
+		uint64_t b = bmap_get(fs, ip, fb);
+		const char *src = (const char *)buf + done;
+		if (b && n < KURA_BLOCK) {
+			tx_write(t, block_off(b) + in, src, n);
+		} else {
+			/* New block, or a whole-block overwrite: fill a fresh block
+			 * and swap the map entry. */
+			uint64_t nb = alloc_block(fs, 0);
+			if (!nb)
+				break;
+			if (n == KURA_BLOCK) {
+				tx_copy_fresh(t, block_off(nb), src, KURA_BLOCK);
+			} else {
+				char tmp[KURA_BLOCK];
+				memset(tmp, 0, sizeof tmp);
+				memcpy(tmp + in, src, n);
+				tx_copy_fresh(t, block_off(nb), tmp, KURA_BLOCK);
+			}
+			uint64_t old = bmap_set(fs, ino, fb, nb);
+			if (old)
+				alloc_free(fs, old);
+		}
+		done += n;
+	}
+	if (t->err)
+		return t->err;
+	if (off + len > ip->size)
+		INO_SET(fs, ino, size, off + len);
+	inode_touch(fs, ino, TOUCH_M | TOUCH_C);
+	return t->err ? t->err : (ssize_t)len;
+}
+
+/* Zeroes [from, to) inside one block, if that block is mapped. */
+static void zero_in_block(struct kura_fs *fs, uint64_t ino, uint64_t from, uint64_t to)
+{
+	const struct kura_inode *ip = media_ptr(&fs->m, ino_off(ino));
+	if (from >= to)
+		return;
+	uint64_t b = bmap_get(fs, ip, from >> KURA_BLOCK_SHIFT);
+	if (b)
+		tx_memset(&fs->tx, block_off(b) + (from & (KURA_BLOCK - 1)), 0, to - from);
+}
+
+int inode_truncate(struct kura_fs *fs, uint64_t ino, uint64_t size)
+{
+	const struct kura_inode *ip = media_ptr(&fs->m, ino_off(ino));
+	if (size > KURA_MAX_FILE_SIZE)
+		return -EFBIG;
+	uint64_t old = ip->size;
+	if (size < old) {
+		/* Keep the invariant: bytes past EOF in a mapped block are zero. */
+		uint64_t block_end = (size + KURA_BLOCK - 1) & ~(uint64_t)(KURA_BLOCK - 1);
+		zero_in_block(fs, ino, size, block_end < old ? block_end : old);
+		bmap_free_range(fs, ino, block_end >> KURA_BLOCK_SHIFT, UINT64_MAX);
+	}
+	if (size != old)
+		INO_SET(fs, ino, size, size);
+	inode_touch(fs, ino, TOUCH_M | TOUCH_C);
+	return fs->tx.err;
+}
+
+static void punch(struct kura_fs *fs, uint64_t ino, uint64_t off, uint64_t end)
+{
+	const struct kura_inode *ip = media_ptr(&fs->m, ino_off(ino));
+	uint64_t first_full = (off + KURA_BLOCK - 1) >> KURA_BLOCK_SHIFT;
+	uint64_t last_full = end >> KURA_BLOCK_SHIFT;
+	if (first_full > last_full) { /* inside one block */
+		zero_in_block(fs, ino, off, end);
+		return;
+	}
+	zero_in_block(fs, ino, off, first_full << KURA_BLOCK_SHIFT);
+	zero_in_block(fs, ino, last_full << KURA_BLOCK_SHIFT, end);
+	bmap_free_range(fs, ino, first_full, last_full);
+	(void)ip;
+}
+
+int inode_fallocate(struct kura_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len)
+{
+	const struct kura_inode *ip = media_ptr(&fs->m, ino_off(ino));
+	if (off > KURA_MAX_FILE_SIZE || len > KURA_MAX_FILE_SIZE - off)
+		return -EFBIG;
+	uint64_t end = off + len;
+	int keep = mode & FALLOC_FL_KEEP_SIZE;
+	if (mode & FALLOC_FL_PUNCH_HOLE) {
+		uint64_t size = ip->size;
+		if (off < size)
+			punch(fs, ino, off, end < size ? end : size);
+	} else if (mode & FALLOC_FL_ZERO_RANGE) {
+		uint64_t size = ip->size;
+		if (off < size)
+			punch(fs, ino, off, end < size ? end : size);
+	} else {
+		for (uint64_t fb = off >> KURA_BLOCK_SHIFT; fb < (end + KURA_BLOCK - 1) >> KURA_BLOCK_SHIFT && !fs->tx.err;
+		     fb++) {
+			if (bmap_get(fs, ip, fb))
+				continue;
+			uint64_t nb = alloc_block(fs, 1);
+			if (!nb)
+				break;
+			bmap_set(fs, ino, fb, nb);
+		}
+	}
+	if (!keep && end > ip->size)
+		INO_SET(fs, ino, size, end);
+	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE) || (!keep && end > ip->size))
+		inode_touch(fs, ino, TOUCH_M | TOUCH_C);
+	return fs->tx.err;
+}
+
+int64_t inode_seek_data(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t off, int want_data)
+{
+	uint64_t size = ip->size;
+	if (off >= size)
+		return -ENXIO;
+	for (uint64_t pos = off; pos < size;) {
+		int mapped = bmap_get(fs, ip, pos >> KURA_BLOCK_SHIFT) != 0;
+		if (mapped == want_data)
+			return (int64_t)pos;
+		pos = (pos | (KURA_BLOCK - 1)) + 1;
+	}
+	return want_data ? -ENXIO : (int64_t)size;
+}

@@ -1,0 +1,68 @@
+/*
+ * inode.h — inode slots, the per-inode block map, and file data.
+ *
+ * Inode slots (128 bytes) live in blocks taken from the allocator, 32 to a
+ * block, and are never returned to it; free slots form a list through
+ * kura_inode.link headed in the state block, so allocation is O(1).
+ *
+ * Each inode maps file block numbers to pool blocks with a radix tree of
+ * 512-entry nodes (height 0: the root is the single data block).  Data
+ * invariant, relied on by extension and checked by fsck: every byte of an
+ * allocated block that lies beyond the file's size is zero.
+ *
+ * Writes: a whole-block overwrite goes copy-on-write into a fresh block and
+ * swaps one map entry; a partial-block write is logged in place.  Either way
+ * it is part of the operation's transaction, so no write is ever torn.
+ */
+#ifndef KURA_INODE_H
+#define KURA_INODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include "fs.h"
+
+#define KURA_MAX_FILE_SIZE (1ull << 46) /* 64 TiB: keeps offset arithmetic far from overflow */
+
+static inline uint64_t ino_off(uint64_t ino)
+{
+	return ino << INODE_SHIFT;
+}
+
+/* NULL unless ino names an in-use slot inside the data area. */
+const struct kura_inode *ino_get(const struct kura_fs *fs, uint64_t ino);
+
+#define INO_FIELD_OFF(ino, field) (ino_off(ino) + offsetof(struct kura_inode, field))
+#define INO_SET(fs, ino, field, val)                                                         \
+	do {                                                                                 \
+		__typeof__(((struct kura_inode *)0)->field) ino_set_v_ = (val);              \
+		tx_write(&(fs)->tx, INO_FIELD_OFF(ino, field), &ino_set_v_, sizeof ino_set_v_); \
+	} while (0)
+
+int inode_alloc(struct kura_fs *fs, mode_t mode, uint64_t *ino);
+/* Frees data and slot (nlink must already be 0). */
+void inode_free(struct kura_fs *fs, uint64_t ino);
+
+enum { TOUCH_A = 1, TOUCH_M = 2, TOUCH_C = 4 };
+void inode_touch(struct kura_fs *fs, uint64_t ino, int which);
+void ts_now(struct kura_ts *ts);
+void inode_to_stat(const struct kura_fs *fs, uint64_t ino, const struct kura_inode *ip, struct stat *st);
+
+/* Block map. */
+uint64_t bmap_get(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock);
+/* Maps fblock to `block` (0 unmaps); returns the block previously mapped,
+ * which the caller frees or keeps.  Interior nodes are allocated as needed. */
+uint64_t bmap_set(struct kura_fs *fs, uint64_t ino, uint64_t fblock, uint64_t block);
+/* Frees every mapped block in [first, last) and interior nodes left empty. */
+void bmap_free_range(struct kura_fs *fs, uint64_t ino, uint64_t first, uint64_t last);
+
+/* Data. */
+ssize_t inode_read(const struct kura_fs *fs, const struct kura_inode *ip, void *buf, size_t len, uint64_t off);
+ssize_t inode_write(struct kura_fs *fs, uint64_t ino, const void *buf, size_t len, uint64_t off);
+int inode_truncate(struct kura_fs *fs, uint64_t ino, uint64_t size);
+int inode_fallocate(struct kura_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
+/* SEEK_DATA / SEEK_HOLE from off: the offset, or -ENXIO. */
+int64_t inode_seek_data(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t off, int want_data);
+
+#endif

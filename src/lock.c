@@ -1,0 +1,171 @@
+/* lock.c — the shared lock table (see lock.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "lock.h"
+
+#define LOCKTAB_MAGIC 0x6b6c62617472756bull
+
+static int init_table(struct locktab *t)
+{
+	pthread_mutexattr_t a;
+	memset(t, 0, sizeof *t);
+	if (pthread_mutexattr_init(&a) || pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED) ||
+	    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST) || pthread_mutex_init(&t->mutex, &a))
+		return -EINVAL;
+	pthread_mutexattr_destroy(&a);
+	__atomic_store_n(&t->magic, LOCKTAB_MAGIC, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int lock_attach(struct lockh *h, int pool_fd, int *alone)
+{
+	struct stat st;
+	memset(h, 0, sizeof *h);
+	h->fd = -1;
+	if (fstat(pool_fd, &st))
+		return -errno;
+	snprintf(h->name, sizeof h->name, "/kura-%llx-%llx", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino);
+	/* The pool's own flock serialises attach and detach, so "am I alone" and
+	 * the initialisation that follows cannot interleave with another mount. */
+	while (flock(pool_fd, LOCK_EX) && errno == EINTR)
+		;
+	int err = 0;
+	int fd = shm_open(h->name, O_RDWR | O_CREAT | O_CLOEXEC, st.st_mode & 0666);
+	if (fd < 0) {
+		err = -errno;
+		goto out;
+	}
+	fchmod(fd, st.st_mode & 0666); /* umask must not lock out other users of the pool */
+	*alone = flock(fd, LOCK_EX | LOCK_NB) == 0;
+	if (*alone && ftruncate(fd, sizeof(struct locktab))) {
+		err = -errno;
+		goto out;
+	}
+	struct stat ts;
+	if (fstat(fd, &ts) || (uint64_t)ts.st_size < sizeof(struct locktab)) {
+		err = -EIO;
+		goto out;
+	}
+	void *p = mmap(NULL, sizeof(struct locktab), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		err = -errno;
+		goto out;
+	}
+	h->t = p;
+	if (*alone)
+		err = init_table(h->t);
+	else if (__atomic_load_n(&h->t->magic, __ATOMIC_ACQUIRE) != LOCKTAB_MAGIC)
+		err = -EIO;
+	if (!err && flock(fd, LOCK_SH))
+		err = -errno;
+out:
+	if (err) {
+		if (h->t)
+			munmap(h->t, sizeof(struct locktab));
+		if (fd >= 0)
+			close(fd);
+		h->t = NULL;
+	} else {
+		h->fd = fd;
+	}
+	flock(pool_fd, LOCK_UN);
+	return err;
+}
+
+void lock_detach(struct lockh *h)
+{
+	if (!h->t)
+		return;
+	munmap(h->t, sizeof(struct locktab));
+	/* The last one out removes the table; the next mount starts afresh. */
+	if (flock(h->fd, LOCK_EX | LOCK_NB) == 0)
+		shm_unlink(h->name);
+	close(h->fd);
+	h->t = NULL;
+	h->fd = -1;
+}
+
+int lock_acquire(struct lockh *h)
+{
+	int r = pthread_mutex_lock(&h->t->mutex);
+	if (r == EOWNERDEAD)
+		return 1;
+	return 0;
+}
+
+void lock_mark_consistent(struct lockh *h)
+{
+	pthread_mutex_consistent(&h->t->mutex);
+}
+
+void lock_release(struct lockh *h)
+{
+	pthread_mutex_unlock(&h->t->mutex);
+}
+
+static size_t open_slot(uint64_t ino)
+{
+	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 40) & (LOCK_OPEN_SLOTS - 1);
+}
+
+static size_t find(const struct locktab *t, uint64_t ino)
+{
+	size_t i = open_slot(ino);
+	for (size_t n = 0; n < LOCK_OPEN_SLOTS; n++, i = (i + 1) & (LOCK_OPEN_SLOTS - 1))
+		if (t->open[i].ino == ino || t->open[i].ino == 0)
+			return i;
+	return LOCK_OPEN_SLOTS;
+}
+
+int lock_open_inc(struct lockh *h, uint64_t ino)
+{
+	struct locktab *t = h->t;
+	size_t i = find(t, ino);
+	if (i == LOCK_OPEN_SLOTS)
+		return -ENFILE;
+	if (t->open[i].ino == 0) {
+		/* Keep a quarter free so probes stay short and always terminate. */
+		if (t->open_used >= LOCK_OPEN_SLOTS / 4 * 3)
+			return -ENFILE;
+		t->open[i].ino = ino;
+		t->open_used++;
+	}
+	t->open[i].count++;
+	return 0;
+}
+
+uint64_t lock_open_count(const struct lockh *h, uint64_t ino)
+{
+	size_t i = find(h->t, ino);
+	return i < LOCK_OPEN_SLOTS && h->t->open[i].ino == ino ? h->t->open[i].count : 0;
+}
+
+uint64_t lock_open_dec(struct lockh *h, uint64_t ino)
+{
+	struct locktab *t = h->t;
+	size_t i = find(t, ino);
+	if (i == LOCK_OPEN_SLOTS || t->open[i].ino != ino)
+		return 0;
+	if (--t->open[i].count)
+		return t->open[i].count;
+	/* Backward-shift deletion keeps every remaining key reachable without tombstones. */
+	size_t hole = i;
+	for (size_t j = (i + 1) & (LOCK_OPEN_SLOTS - 1); t->open[j].ino; j = (j + 1) & (LOCK_OPEN_SLOTS - 1)) {
+		size_t home = open_slot(t->open[j].ino);
+		if (((j - home) & (LOCK_OPEN_SLOTS - 1)) >= ((j - hole) & (LOCK_OPEN_SLOTS - 1))) {
+			t->open[hole] = t->open[j];
+			hole = j;
+		}
+	}
+	t->open[hole].ino = 0;
+	t->open[hole].count = 0;
+	t->open_used--;
+	return 0;
+}

@@ -1,0 +1,79 @@
+/*
+ * lock.h — coordination between the threads and processes that share a pool.
+ *
+ * The pool holds all authoritative state; this table holds what must not
+ * outlive the processes using it, in POSIX shared memory named after the pool
+ * file's device and inode:
+ *  - one robust, process-shared mutex serialising every change to the pool.
+ *    If its holder dies mid-operation the next locker is told so and undoes
+ *    the dead holder's transaction from the pool's log before going on.
+ *  - a sequence counter, odd while a change is in progress, which lets
+ *    readers run without the mutex and retry if a change overlapped them.
+ *  - open counts per inode across all processes, so an unlinked file lives
+ *    until its last descriptor anywhere is closed.
+ *
+ * Every mounter holds a shared flock on the table's file.  A mounter that can
+ * take it exclusively is alone: it (re)initialises the table, and may run
+ * recovery and orphan reclamation knowing no one else has files open.
+ */
+#ifndef KURA_LOCK_H
+#define KURA_LOCK_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#define LOCK_OPEN_SLOTS 16384u
+
+struct locktab {
+	uint64_t magic;
+	pthread_mutex_t mutex;
+	uint64_t seq;
+	uint64_t open_used;
+	struct { uint64_t ino, count; } open[LOCK_OPEN_SLOTS];
+};
+
+struct lockh {
+	struct locktab *t;
+	int fd;
+	char name[64];
+};
+
+/* Attaches to (creating if needed) the table of the pool open as pool_fd.
+ * *alone is set when no other process has the pool mounted. */
+int lock_attach(struct lockh *h, int pool_fd, int *alone);
+void lock_detach(struct lockh *h);
+
+/* Returns 1 if the previous holder died while holding it: the caller must
+ * repair the pool, then call lock_mark_consistent(). */
+int lock_acquire(struct lockh *h);
+void lock_mark_consistent(struct lockh *h);
+void lock_release(struct lockh *h);
+
+/* Seqlock for readers. */
+static inline uint64_t lock_read_begin(const struct lockh *h)
+{
+	return __atomic_load_n(&h->t->seq, __ATOMIC_ACQUIRE);
+}
+static inline int lock_read_valid(const struct lockh *h, uint64_t seq)
+{
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return !(seq & 1) && __atomic_load_n(&h->t->seq, __ATOMIC_RELAXED) == seq;
+}
+/* Writers, with the mutex held. */
+static inline void lock_write_begin(struct lockh *h)
+{
+	__atomic_store_n(&h->t->seq, (h->t->seq | 1), __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+static inline void lock_write_end(struct lockh *h)
+{
+	__atomic_store_n(&h->t->seq, (h->t->seq | 1) + 1, __ATOMIC_RELEASE);
+}
+
+/* Open counts; call with the mutex held.  open_inc fails with -ENFILE when
+ * the table is full. */
+int lock_open_inc(struct lockh *h, uint64_t ino);
+uint64_t lock_open_dec(struct lockh *h, uint64_t ino);
+uint64_t lock_open_count(const struct lockh *h, uint64_t ino);
+
+#endif

@@ -1,0 +1,215 @@
+/*
+ * media.c — persistence back ends.
+ *
+ * pmem: stores are ordinary stores into the mapping; flush writes back each
+ *   64-byte line with clwb (or clflushopt, or clflush), fence is sfence.  Used
+ *   on DAX mappings (MAP_SYNC accepted), device-DAX, and tmpfs, where the
+ *   mapping *is* the memory and there is no page cache to write back.
+ * file: stores land in the page cache; flush records the dirty pages and fence
+ *   msyncs them (MS_SYNC).  The kernel may write a dirty page back before we
+ *   ask, which is why the log layer treats any unfenced page as possibly
+ *   persisted or not — the same model as unfenced cache lines.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+#include <cpuid.h>
+#include <linux/magic.h>
+#include "media.h"
+
+#ifndef MAP_SHARED_VALIDATE
+#define MAP_SHARED_VALIDATE 0x03
+#endif
+#ifndef MAP_SYNC
+#define MAP_SYNC 0x80000
+#endif
+
+static void flush_clwb(const void *p) { asm volatile("clwb %0" : "+m"(*(volatile char *)p)); }
+static void flush_clflushopt(const void *p) { asm volatile("clflushopt %0" : "+m"(*(volatile char *)p)); }
+static void flush_clflush(const void *p) { asm volatile("clflush %0" : "+m"(*(volatile char *)p)); }
+
+static void (*best_flush(void))(const void *)
+{
+	unsigned a, b, c, d;
+	if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+		if (b & (1u << 24))
+			return flush_clwb;
+		if (b & (1u << 23))
+			return flush_clflushopt;
+	}
+	return flush_clflush;
+}
+
+static enum kura_persist env_override(enum kura_persist want)
+{
+	const char *e = getenv("KURA_PERSIST");
+	if (e && !strcmp(e, "pmem"))
+		return KURA_PERSIST_PMEM;
+	if (e && !strcmp(e, "file"))
+		return KURA_PERSIST_FILE;
+	return want;
+}
+
+/* tmpfs and hugetlbfs have no backing store to write back to: their pages are
+ * the memory, so cache-line flushes are the right (and cheap) primitive. */
+static int memory_backed(int fd)
+{
+	struct statfs sf;
+	struct stat st;
+	if (fstat(fd, &st) == 0 && S_ISCHR(st.st_mode))
+		return 1; /* device-DAX */
+	if (fstatfs(fd, &sf) != 0)
+		return 0;
+	return sf.f_type == TMPFS_MAGIC || sf.f_type == HUGETLBFS_MAGIC;
+}
+
+int media_map(struct media *m, int fd, uint64_t size, enum kura_persist want, int read_only)
+{
+	memset(m, 0, sizeof *m);
+	m->fd = fd;
+	m->size = size;
+	m->read_only = read_only;
+	m->flush_line = best_flush();
+	want = env_override(want);
+	/* A read-only mount maps privately and writably: recovery of a crashed
+	 * transaction then repairs only this process's view, never the file. */
+	int prot = PROT_READ | PROT_WRITE;
+	int flags = read_only ? MAP_PRIVATE : MAP_SHARED;
+	void *p = MAP_FAILED;
+	int dax = 0;
+	if (!read_only && want != KURA_PERSIST_FILE) {
+		p = mmap(NULL, size, prot, MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
+		dax = p != MAP_FAILED;
+	}
+	if (p == MAP_FAILED)
+		p = mmap(NULL, size, prot, flags, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	m->base = p;
+	if (want == KURA_PERSIST_AUTO)
+		want = (dax || memory_backed(fd)) ? KURA_PERSIST_PMEM : KURA_PERSIST_FILE;
+	m->kind = want;
+	return 0;
+}
+
+void media_unmap(struct media *m)
+{
+	if (m->base)
+		munmap(m->base, m->size);
+	free(m->dirty);
+	m->base = NULL;
+	m->dirty = NULL;
+}
+
+const char *media_kind_name(const struct media *m)
+{
+	return m->kind == KURA_PERSIST_FILE ? "file" : "pmem";
+}
+
+static inline void trace(struct media *m, enum media_event ev, uint64_t off, const void *data, uint64_t len)
+{
+	if (m->tracer.event)
+		m->tracer.event(m->tracer.ctx, ev, off, data, len);
+}
+
+void media_store(struct media *m, uint64_t off, const void *src, size_t len)
+{
+	trace(m, MEDIA_STORE, off, src, len);
+	memcpy(m->base + off, src, len);
+}
+
+void media_store64(struct media *m, uint64_t off, uint64_t value)
+{
+	trace(m, MEDIA_STORE64, off, &value, 8);
+	__atomic_store_n((uint64_t *)(m->base + off), value, __ATOMIC_RELEASE);
+}
+
+void media_memset(struct media *m, uint64_t off, int c, size_t len)
+{
+	if (m->tracer.event) {
+		char buf[4096];
+		memset(buf, c, sizeof buf);
+		for (size_t done = 0; done < len;) {
+			size_t n = len - done < sizeof buf ? len - done : sizeof buf;
+			trace(m, MEDIA_STORE, off + done, buf, n);
+			done += n;
+		}
+	}
+	memset(m->base + off, c, len);
+}
+
+static void file_note_dirty(struct media *m, uint64_t off, size_t len)
+{
+	uint64_t start = off & ~4095ull, end = (off + len + 4095) & ~4095ull;
+	if (m->ndirty) {
+		typeof(*m->dirty) *last = &m->dirty[m->ndirty - 1];
+		if (start <= last->end && end >= last->start) {
+			if (start < last->start)
+				last->start = start;
+			if (end > last->end)
+				last->end = end;
+			return;
+		}
+	}
+	if (m->ndirty == m->cap_dirty) {
+		size_t cap = m->cap_dirty ? m->cap_dirty * 2 : 64;
+		void *n = realloc(m->dirty, cap * sizeof *m->dirty);
+		if (!n) {
+			/* Out of memory for bookkeeping: fall back to syncing everything. */
+			msync(m->base, m->size, MS_SYNC);
+			m->ndirty = 0;
+			return;
+		}
+		m->dirty = n;
+		m->cap_dirty = cap;
+	}
+	m->dirty[m->ndirty].start = start;
+	m->dirty[m->ndirty].end = end;
+	m->ndirty++;
+}
+
+void media_flush(struct media *m, uint64_t off, size_t len)
+{
+	if (!len)
+		return;
+	trace(m, MEDIA_FLUSH, off, NULL, len);
+	if (m->kind == KURA_PERSIST_FILE) {
+		file_note_dirty(m, off, len);
+		return;
+	}
+	const char *p = m->base + (off & ~(uint64_t)(MEDIA_LINE - 1));
+	const char *end = m->base + off + len;
+	for (; p < end; p += MEDIA_LINE)
+		m->flush_line(p);
+}
+
+void media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len)
+{
+	trace(m, MEDIA_NT, off, src, len);
+	memcpy(m->base + off, src, len);
+	struct media_tracer saved = m->tracer;
+	m->tracer.event = NULL; /* the NT event already implies the flush */
+	media_flush(m, off, len);
+	m->tracer = saved;
+}
+
+void media_fence(struct media *m)
+{
+	trace(m, MEDIA_FENCE, 0, NULL, 0);
+	if (m->kind == KURA_PERSIST_FILE) {
+		for (size_t i = 0; i < m->ndirty; i++)
+			msync(m->base + m->dirty[i].start, m->dirty[i].end - m->dirty[i].start, MS_SYNC);
+		m->ndirty = 0;
+		return;
+	}
+	asm volatile("sfence" ::: "memory");
+}
+
+void media_mark(struct media *m, uint64_t kind, uint64_t arg)
+{
+	trace(m, MEDIA_MARK, kind, NULL, arg);
+}

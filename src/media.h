@@ -1,0 +1,75 @@
+/*
+ * media.h — the only code that writes to the pool.
+ *
+ * The pool is mapped once, MAP_SHARED.  Loads go straight through
+ * media_ptr(); every store goes through a media_* call so that (a) the
+ * persistence back end can make it durable and (b) a test tracer can record
+ * it and replay any crash state.  Nothing above this layer writes through a
+ * pointer into the mapping.
+ *
+ * Durability contract: a store becomes durable once it has been flushed and a
+ * fence has completed after the flush.  media_copy_nt() counts as flushed.
+ * An aligned media_store64() is never torn.
+ */
+#ifndef KURA_MEDIA_H
+#define KURA_MEDIA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "kura.h"
+
+#define MEDIA_LINE 64u
+
+enum media_event {
+	MEDIA_STORE,   /* data, len bytes at off */
+	MEDIA_STORE64, /* 8-byte failure-atomic store */
+	MEDIA_NT,      /* non-temporal copy: already flushed */
+	MEDIA_FLUSH,
+	MEDIA_FENCE,
+	MEDIA_MARK,    /* annotation for the crash harness: off = kind, len = arg */
+};
+
+/* A tracer sees every event before it takes effect on the mapping. */
+struct media_tracer {
+	void (*event)(void *ctx, enum media_event ev, uint64_t off, const void *data, uint64_t len);
+	void *ctx;
+};
+
+struct media {
+	char *base;
+	uint64_t size;
+	int fd;
+	int read_only;
+	enum kura_persist kind;      /* resolved: PMEM or FILE */
+	void (*flush_line)(const void *p);
+	struct media_tracer tracer;  /* event == NULL when not tracing */
+	/* file back end: pages flushed since the last fence, as [start, end) runs */
+	struct { uint64_t start, end; } *dirty;
+	size_t ndirty, cap_dirty;
+};
+
+/* Maps fd (size bytes).  Fills *m; returns 0 or -errno. */
+int media_map(struct media *m, int fd, uint64_t size, enum kura_persist want, int read_only);
+void media_unmap(struct media *m);
+const char *media_kind_name(const struct media *m);
+
+static inline const void *media_ptr(const struct media *m, uint64_t off)
+{
+	return m->base + off;
+}
+
+void media_store(struct media *m, uint64_t off, const void *src, size_t len);
+void media_store64(struct media *m, uint64_t off, uint64_t value);
+void media_memset(struct media *m, uint64_t off, int c, size_t len);
+void media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len);
+void media_flush(struct media *m, uint64_t off, size_t len);
+void media_fence(struct media *m);
+void media_mark(struct media *m, uint64_t kind, uint64_t arg);
+
+static inline void media_persist(struct media *m, uint64_t off, size_t len)
+{
+	media_flush(m, off, len);
+	media_fence(m);
+}
+
+#endif

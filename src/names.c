@@ -1,0 +1,523 @@
+/*
+ * names.c — the namespace half of the public API: everything that takes
+ * paths and changes or inspects names and attributes.  Each call is one
+ * transaction (fs_begin/fs_end) or one optimistic read (FS_READ).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "api.h"
+#include "dir.h"
+#include "inode.h"
+#include "path.h"
+#include "super.h"
+
+static unsigned dtype_of(mode_t mode)
+{
+	return S_ISDIR(mode) ? DT_DIR : S_ISLNK(mode) ? DT_LNK : DT_REG;
+}
+
+void drop_link(struct kura_fs *fs, uint64_t ino)
+{
+	const struct kura_inode *ip = ino_get(fs, ino);
+	if (!ip)
+		return;
+	uint32_t nlink = S_ISDIR(ip->mode) || ip->nlink == 0 ? 0 : ip->nlink - 1;
+	INO_SET(fs, ino, nlink, nlink);
+	inode_touch(fs, ino, TOUCH_C);
+	if (nlink)
+		return;
+	if (S_ISDIR(ip->mode))
+		dir_release(fs, ino);
+	if (lock_open_count(&fs->lk, ino))
+		orphan_add(fs, ino);
+	else
+		inode_free(fs, ino);
+}
+
+int create_at(struct kura_fs *fs, const struct walk *w, mode_t mode, uint64_t *out)
+{
+	const struct kura_inode *dip = ino_get(fs, w->dir);
+	int err = perm_check(fs, dip, W_OK | X_OK);
+	if (err)
+		return err;
+	if (S_ISDIR(mode) && dip->nlink >= KURA_LINK_MAX)
+		return -EMLINK;
+	uint64_t ino;
+	err = inode_alloc(fs, mode, &ino);
+	if (err)
+		return err;
+	if (dip->mode & S_ISGID) {
+		/* BSD group semantics, as Linux gives in a setgid directory. */
+		INO_SET(fs, ino, gid, dip->gid);
+		if (S_ISDIR(mode))
+			INO_SET(fs, ino, mode, mode | S_ISGID);
+	}
+	if (S_ISDIR(mode)) {
+		INO_SET(fs, ino, nlink, 2);
+		INO_SET(fs, ino, parent, w->dir);
+		INO_SET(fs, w->dir, nlink, dip->nlink + 1);
+	}
+	err = dir_add(fs, w->dir, w->name, w->len, ino, dtype_of(mode));
+	if (err)
+		return err;
+	inode_touch(fs, w->dir, TOUCH_M | TOUCH_C);
+	*out = ino;
+	return fs->tx.err;
+}
+
+int kura_stat(kura_fs *fs, const char *path, struct stat *st)
+{
+	int ret;
+	FS_READ(fs, ret, {
+		struct walk w;
+		ret = path_walk(fs, path, WALK_FOLLOW, &w);
+		if (!ret)
+			inode_to_stat(fs, w.ino, ino_get(fs, w.ino), st);
+	});
+	return ret;
+}
+
+int kura_lstat(kura_fs *fs, const char *path, struct stat *st)
+{
+	int ret;
+	FS_READ(fs, ret, {
+		struct walk w;
+		ret = path_walk(fs, path, 0, &w);
+		if (!ret)
+			inode_to_stat(fs, w.ino, ino_get(fs, w.ino), st);
+	});
+	return ret;
+}
+
+int kura_access(kura_fs *fs, const char *path, int mode)
+{
+	if (mode & ~(R_OK | W_OK | X_OK))
+		return -EINVAL;
+	int ret;
+	FS_READ(fs, ret, {
+		struct walk w;
+		ret = path_walk(fs, path, WALK_FOLLOW, &w);
+		if (!ret && mode)
+			ret = perm_check(fs, ino_get(fs, w.ino), mode);
+		if (!ret && (mode & W_OK) && fs->read_only)
+			ret = -EROFS;
+	});
+	return ret;
+}
+
+/* Resolves the parent of a name to be created; the name must be absent. */
+static int walk_new(struct kura_fs *fs, const char *path, struct walk *w)
+{
+	int err = path_walk(fs, path, WALK_PARENT, w);
+	if (err)
+		return err;
+	if (w->ino)
+		return -EEXIST;
+	return 0;
+}
+
+int kura_mkdir(kura_fs *fs, const char *path, mode_t mode)
+{
+	int err = fs_begin(fs);
+	if (err)
+		return err;
+	struct walk w;
+	uint64_t ino;
+	err = walk_new(fs, path, &w);
+	if (!err)
+		err = create_at(fs, &w, S_IFDIR | (mode & 07777), &ino);
+	return fs_end(fs, err);
+}
+
+int kura_mknod(kura_fs *fs, const char *path, mode_t mode)
+{
+	if ((mode & S_IFMT) != S_IFREG && (mode & S_IFMT) != 0)
+		return -EOPNOTSUPP;
+	int err = fs_begin(fs);
+	if (err)
+		return err;
+	struct walk w;
+	uint64_t ino;
+	err = walk_new(fs, path, &w);
+	if (!err && w.trailing_slash)
+		err = -ENOENT;
+	if (!err)
+		err = create_at(fs, &w, S_IFREG | (mode & 07777), &ino);
+	return fs_end(fs, err);
+}
+
+/* Sticky directories: only the owner of the entry or of the directory (or
+ * root) may remove or rename it. */
+static int sticky_ok(const struct kura_fs *fs, const struct kura_inode *dip, const struct kura_inode *ip)
+{
+	return !(dip->mode & S_ISVTX) || fs->uid == 0 || ip->uid == fs->uid || dip->uid == fs->uid;
+}
+
+static int remove_name(struct kura_fs *fs, const char *path, int want_dir)
+{
+	struct walk w;
+	int err = path_walk(fs, path, WALK_PARENT, &w);
+	if (err)
+		return err;
+	if (w.len == 0)
+		return want_dir ? -EBUSY : -EISDIR;
+	if (w.dot)
+		return want_dir ? (w.len == 1 ? -EINVAL : -ENOTEMPTY) : -EISDIR;
+	if (!w.ino)
+		return -ENOENT;
+	const struct kura_inode *ip = ino_get(fs, w.ino);
+	const struct kura_inode *dip = ino_get(fs, w.dir);
+	if (want_dir && !S_ISDIR(ip->mode))
+		return -ENOTDIR;
+	if (!want_dir && S_ISDIR(ip->mode))
+		return -EISDIR;
+	if (!want_dir && w.trailing_slash)
+		return -ENOTDIR;
+	if ((err = perm_check(fs, dip, W_OK | X_OK)))
+		return err;
+	if (!sticky_ok(fs, dip, ip))
+		return -EPERM;
+	if (want_dir) {
+		if (w.ino == fs->sb->root_ino)
+			return -EBUSY;
+		if (ip->entries)
+			return -ENOTEMPTY;
+		INO_SET(fs, w.dir, nlink, dip->nlink - 1);
+	}
+	err = dir_remove(fs, w.dir, w.name, w.len);
+	if (err)
+		return err;
+	inode_touch(fs, w.dir, TOUCH_M | TOUCH_C);
+	drop_link(fs, w.ino);
+	return fs->tx.err;
+}
+
+int kura_unlink(kura_fs *fs, const char *path)
+{
+	int err = fs_begin(fs);
+	return err ? err : fs_end(fs, remove_name(fs, path, 0));
+}
+
+int kura_rmdir(kura_fs *fs, const char *path)
+{
+	int err = fs_begin(fs);
+	return err ? err : fs_end(fs, remove_name(fs, path, 1));
+}
+
+static int do_link(struct kura_fs *fs, const char *oldpath, const char *newpath)
+{
+	struct walk o, n;
+	int err = path_walk(fs, oldpath, 0, &o);
+	if (err)
+		return err;
+	const struct kura_inode *ip = ino_get(fs, o.ino);
+	if (S_ISDIR(ip->mode))
+		return -EPERM;
+	if ((err = walk_new(fs, newpath, &n)))
+		return err;
+	if (n.trailing_slash)
+		return -ENOENT;
+	if (ip->nlink >= KURA_LINK_MAX)
+		return -EMLINK;
+	if ((err = perm_check(fs, ino_get(fs, n.dir), W_OK | X_OK)))
+		return err;
+	if (ip->nlink == 0)
+		return -ENOENT; /* an orphan cannot be linked back by path */
+	if ((err = dir_add(fs, n.dir, n.name, n.len, o.ino, dtype_of(ip->mode))))
+		return err;
+	INO_SET(fs, o.ino, nlink, ip->nlink + 1);
+	inode_touch(fs, o.ino, TOUCH_C);
+	inode_touch(fs, n.dir, TOUCH_M | TOUCH_C);
+	return fs->tx.err;
+}
+
+int kura_link(kura_fs *fs, const char *oldpath, const char *newpath)
+{
+	int err = fs_begin(fs);
+	return err ? err : fs_end(fs, do_link(fs, oldpath, newpath));
+}
+
+static int do_symlink(struct kura_fs *fs, const char *target, const char *linkpath)
+{
+	size_t tl = strnlen(target, KURA_SYMLINK_MAX + 1);
+	if (tl == 0)
+		return -ENOENT;
+	if (tl > KURA_SYMLINK_MAX)
+		return -ENAMETOOLONG;
+	struct walk w;
+	uint64_t ino;
+	int err = walk_new(fs, linkpath, &w);
+	if (!err && w.trailing_slash)
+		err = -ENOENT;
+	if (!err)
+		err = create_at(fs, &w, S_IFLNK | 0777, &ino);
+	if (!err) {
+		ssize_t n = inode_write(fs, ino, target, tl, 0);
+		err = n < 0 ? (int)n : 0;
+	}
+	return err;
+}
+
+int kura_symlink(kura_fs *fs, const char *target, const char *linkpath)
+{
+	int err = fs_begin(fs);
+	return err ? err : fs_end(fs, do_symlink(fs, target, linkpath));
+}
+
+ssize_t kura_readlink(kura_fs *fs, const char *path, char *buf, size_t bufsiz)
+{
+	ssize_t ret;
+	if (bufsiz == 0)
+		return -EINVAL;
+	FS_READ(fs, ret, {
+		struct walk w;
+		int err = path_walk(fs, path, 0, &w);
+		const struct kura_inode *ip = err ? NULL : ino_get(fs, w.ino);
+		if (err)
+			ret = err;
+		else if (!S_ISLNK(ip->mode))
+			ret = -EINVAL;
+		else
+			ret = inode_read(fs, ip, buf, bufsiz < ip->size ? bufsiz : ip->size, 0);
+	});
+	return ret;
+}
+
+/* Is `dir` equal to or below `ancestor`?  Walks parent pointers to the root. */
+static int is_within(const struct kura_fs *fs, uint64_t dir, uint64_t ancestor)
+{
+	uint64_t root = fs->sb->root_ino;
+	for (unsigned depth = 0; depth < 1u << 20; depth++) {
+		if (dir == ancestor)
+			return 1;
+		if (dir == root)
+			return 0;
+		const struct kura_inode *ip = ino_get(fs, dir);
+		if (!ip)
+			return 0;
+		dir = ip->parent;
+	}
+	return 1; /* a parent cycle: refuse as if it were a loop */
+}
+
+static void reparent(struct kura_fs *fs, uint64_t ino, uint64_t from, uint64_t to)
+{
+	if (from == to)
+		return;
+	INO_SET(fs, ino, parent, to);
+	INO_SET(fs, from, nlink, ino_get(fs, from)->nlink - 1);
+	INO_SET(fs, to, nlink, ino_get(fs, to)->nlink + 1);
+}
+
+static int do_rename(struct kura_fs *fs, const char *oldpath, const char *newpath, unsigned flags)
+{
+	struct walk o, n;
+	int err = path_walk(fs, oldpath, WALK_PARENT, &o);
+	if (err)
+		return err;
+	if ((err = path_walk(fs, newpath, WALK_PARENT, &n)))
+		return err;
+	if (o.len == 0 || o.dot || n.len == 0 || n.dot)
+		return -EBUSY;
+	if (!o.ino)
+		return -ENOENT;
+	const struct kura_inode *sip = ino_get(fs, o.ino);
+	int src_dir = S_ISDIR(sip->mode);
+	if ((o.trailing_slash || n.trailing_slash) && !src_dir)
+		return -ENOTDIR;
+	if ((flags & RENAME_EXCHANGE) && !n.ino)
+		return -ENOENT;
+	if ((flags & RENAME_NOREPLACE) && n.ino)
+		return -EEXIST;
+	const struct kura_inode *odip = ino_get(fs, o.dir), *ndip = ino_get(fs, n.dir);
+	if ((err = perm_check(fs, odip, W_OK | X_OK)) || (err = perm_check(fs, ndip, W_OK | X_OK)))
+		return err;
+	if (o.ino == n.ino)
+		return 0; /* the same file: POSIX says do nothing */
+	const struct kura_inode *tip = n.ino ? ino_get(fs, n.ino) : NULL;
+	int tgt_dir = tip && S_ISDIR(tip->mode);
+	if (!sticky_ok(fs, odip, sip) || (tip && !sticky_ok(fs, ndip, tip)))
+		return -EPERM;
+	if (src_dir && is_within(fs, n.dir, o.ino))
+		return -EINVAL;
+	if ((flags & RENAME_EXCHANGE) && tgt_dir && is_within(fs, o.dir, n.ino))
+		return -EINVAL;
+	if (flags & RENAME_EXCHANGE) {
+		if ((err = dir_retarget(fs, o.dir, o.name, o.len, n.ino, dtype_of(tip->mode))) ||
+		    (err = dir_retarget(fs, n.dir, n.name, n.len, o.ino, dtype_of(sip->mode))))
+			return err;
+		if (src_dir)
+			reparent(fs, o.ino, o.dir, n.dir);
+		if (tgt_dir)
+			reparent(fs, n.ino, n.dir, o.dir);
+		inode_touch(fs, n.ino, TOUCH_C);
+	} else {
+		if (tip) {
+			if (src_dir && !tgt_dir)
+				return -ENOTDIR;
+			if (!src_dir && tgt_dir)
+				return -EISDIR;
+			if (tgt_dir && tip->entries)
+				return -ENOTEMPTY;
+			if ((err = dir_retarget(fs, n.dir, n.name, n.len, o.ino, dtype_of(sip->mode))))
+				return err;
+			if (tgt_dir)
+				INO_SET(fs, n.dir, nlink, ndip->nlink - 1);
+			drop_link(fs, n.ino);
+		} else {
+			if (src_dir && ndip->nlink >= KURA_LINK_MAX && o.dir != n.dir)
+				return -EMLINK;
+			if ((err = dir_add(fs, n.dir, n.name, n.len, o.ino, dtype_of(sip->mode))))
+				return err;
+		}
+		if ((err = dir_remove(fs, o.dir, o.name, o.len)))
+			return err;
+		if (src_dir)
+			reparent(fs, o.ino, o.dir, n.dir);
+	}
+	inode_touch(fs, o.ino, TOUCH_C);
+	inode_touch(fs, o.dir, TOUCH_M | TOUCH_C);
+	if (n.dir != o.dir)
+		inode_touch(fs, n.dir, TOUCH_M | TOUCH_C);
+	return fs->tx.err;
+}
+
+int kura_rename(kura_fs *fs, const char *oldpath, const char *newpath, unsigned flags)
+{
+	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE) ||
+	    (flags & RENAME_NOREPLACE && flags & RENAME_EXCHANGE))
+		return -EINVAL;
+	int err = fs_begin(fs);
+	return err ? err : fs_end(fs, do_rename(fs, oldpath, newpath, flags));
+}
+
+/* ---- attributes ---------------------------------------------------------- */
+
+static int set_mode(struct kura_fs *fs, uint64_t ino, mode_t mode)
+{
+	const struct kura_inode *ip = ino_get(fs, ino);
+	if (fs->uid != 0 && ip->uid != fs->uid)
+		return -EPERM;
+	INO_SET(fs, ino, mode, (ip->mode & S_IFMT) | (mode & 07777));
+	inode_touch(fs, ino, TOUCH_C);
+	return fs->tx.err;
+}
+
+static int set_owner(struct kura_fs *fs, uint64_t ino, uid_t uid, gid_t gid)
+{
+	const struct kura_inode *ip = ino_get(fs, ino);
+	int change_uid = uid != (uid_t)-1 && uid != ip->uid;
+	int change_gid = gid != (gid_t)-1 && gid != ip->gid;
+	if (fs->uid != 0 && (change_uid || (change_gid && (ip->uid != fs->uid || gid != fs->gid))))
+		return -EPERM;
+	if (uid != (uid_t)-1)
+		INO_SET(fs, ino, uid, uid);
+	if (gid != (gid_t)-1)
+		INO_SET(fs, ino, gid, gid);
+	/* Linux clears set-id bits on a chown of a non-directory. */
+	if (!S_ISDIR(ip->mode) && (uid != (uid_t)-1 || gid != (gid_t)-1) && (ip->mode & (S_ISUID | S_ISGID)))
+		INO_SET(fs, ino, mode, ip->mode & ~(mode_t)(S_ISUID | ((ip->mode & 010) ? S_ISGID : 0)));
+	inode_touch(fs, ino, TOUCH_C);
+	return fs->tx.err;
+}
+
+static int set_times(struct kura_fs *fs, uint64_t ino, const struct timespec times[2])
+{
+	const struct kura_inode *ip = ino_get(fs, ino);
+	int explicit_time = times && !(times[0].tv_nsec == UTIME_NOW && times[1].tv_nsec == UTIME_NOW);
+	if (fs->uid != 0 && ip->uid != fs->uid) {
+		if (explicit_time)
+			return -EPERM;
+		if (perm_check(fs, ip, W_OK))
+			return -EACCES;
+	}
+	struct kura_ts now;
+	ts_now(&now);
+	for (int i = 0; i < 2; i++) {
+		struct kura_ts t = now;
+		if (times) {
+			if (times[i].tv_nsec == UTIME_OMIT)
+				continue;
+			if (times[i].tv_nsec != UTIME_NOW) {
+				if (times[i].tv_nsec < 0 || times[i].tv_nsec >= 1000000000)
+					return -EINVAL;
+				t.sec = times[i].tv_sec;
+				t.nsec = (uint32_t)times[i].tv_nsec;
+			}
+		}
+		if (i == 0)
+			INO_SET(fs, ino, atime, t);
+		else
+			INO_SET(fs, ino, mtime, t);
+	}
+	INO_SET(fs, ino, ctime, now);
+	return fs->tx.err;
+}
+
+static int path_attr(struct kura_fs *fs, const char *path, int follow, int what, mode_t mode, uid_t uid, gid_t gid,
+		     const struct timespec *times)
+{
+	int err = fs_begin(fs);
+	if (err)
+		return err;
+	struct walk w;
+	err = path_walk(fs, path, follow ? WALK_FOLLOW : 0, &w);
+	if (!err)
+		err = what == 0 ? set_mode(fs, w.ino, mode) : what == 1 ? set_owner(fs, w.ino, uid, gid)
+									: set_times(fs, w.ino, times);
+	return fs_end(fs, err);
+}
+
+int kura_chmod(kura_fs *fs, const char *path, mode_t mode)
+{
+	return path_attr(fs, path, 1, 0, mode, 0, 0, NULL);
+}
+
+int kura_chown(kura_fs *fs, const char *path, uid_t uid, gid_t gid, int nofollow)
+{
+	return path_attr(fs, path, !nofollow, 1, 0, uid, gid, NULL);
+}
+
+int kura_utimens(kura_fs *fs, const char *path, const struct timespec times[2], int nofollow)
+{
+	return path_attr(fs, path, !nofollow, 2, 0, 0, 0, times);
+}
+
+/* Used by the descriptor-based variants in files.c. */
+int attr_by_ino(struct kura_fs *fs, uint64_t ino, int what, mode_t mode, uid_t uid, gid_t gid,
+		const struct timespec *times)
+{
+	int err = fs_begin(fs);
+	if (err)
+		return err;
+	if (!ino_get(fs, ino))
+		err = -EBADF;
+	else
+		err = what == 0 ? set_mode(fs, ino, mode) : what == 1 ? set_owner(fs, ino, uid, gid)
+								      : set_times(fs, ino, times);
+	return fs_end(fs, err);
+}
+
+int kura_truncate(kura_fs *fs, const char *path, off_t length)
+{
+	if (length < 0)
+		return -EINVAL;
+	int err = fs_begin(fs);
+	if (err)
+		return err;
+	struct walk w;
+	err = path_walk(fs, path, WALK_FOLLOW, &w);
+	if (!err) {
+		const struct kura_inode *ip = ino_get(fs, w.ino);
+		if (S_ISDIR(ip->mode))
+			err = -EISDIR;
+		else if ((err = perm_check(fs, ip, W_OK)) == 0)
+			err = inode_truncate(fs, w.ino, (uint64_t)length);
+	}
+	return fs_end(fs, err);
+}

@@ -1,0 +1,140 @@
+/* path.c — path resolution (see path.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "dir.h"
+#include "inode.h"
+#include "path.h"
+
+int perm_check(const struct kura_fs *fs, const struct kura_inode *ip, int mask)
+{
+	if (fs->uid == 0) {
+		/* root may do anything except execute what nobody may execute */
+		if ((mask & X_OK) && !S_ISDIR(ip->mode) && !(ip->mode & 0111))
+			return -EACCES;
+		return 0;
+	}
+	unsigned bits;
+	if (ip->uid == fs->uid)
+		bits = (ip->mode >> 6) & 7;
+	else if (ip->gid == fs->gid)
+		bits = (ip->mode >> 3) & 7;
+	else
+		bits = ip->mode & 7;
+	return (bits & (unsigned)mask) == (unsigned)mask ? 0 : -EACCES;
+}
+
+static unsigned dtype_of(mode_t mode)
+{
+	return S_ISDIR(mode) ? DT_DIR : S_ISLNK(mode) ? DT_LNK : DT_REG;
+}
+
+int path_walk(const struct kura_fs *fs, const char *path, int flags, struct walk *w)
+{
+	char buf[2][PATH_MAX + KURA_SYMLINK_MAX + 2];
+	int which = 0, links = 0;
+	size_t plen = strnlen(path, PATH_MAX);
+	if (plen >= PATH_MAX)
+		return -ENAMETOOLONG;
+	if (plen == 0)
+		return -ENOENT;
+	memcpy(buf[0], path, plen + 1);
+	char *p = buf[0];
+	uint64_t root = fs->sb->root_ino;
+	uint64_t cur = root;
+	memset(w, 0, sizeof *w);
+	for (;;) {
+		if (*p == '/') {
+			cur = root;
+			while (*p == '/')
+				p++;
+		}
+		const struct kura_inode *dip = ino_get(fs, cur);
+		if (!dip)
+			return -EUCLEAN;
+		if (!*p) {
+			/* The path names a directory with no last component ("/", "a/.."+"/"). */
+			w->dir = cur;
+			w->ino = cur;
+			w->type = DT_DIR;
+			w->len = 0;
+			w->dot = 1;
+			return 0;
+		}
+		if (!S_ISDIR(dip->mode))
+			return -ENOTDIR;
+		char *name = p;
+		while (*p && *p != '/')
+			p++;
+		size_t len = (size_t)(p - name);
+		int slash = *p == '/';
+		while (*p == '/')
+			p++;
+		int last = !*p;
+		if (len > KURA_NAME_MAX)
+			return -ENAMETOOLONG;
+		int err = perm_check(fs, dip, X_OK);
+		if (err)
+			return err;
+		uint64_t child;
+		unsigned type;
+		int dot = (len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.');
+		if (len == 1 && name[0] == '.') {
+			child = cur;
+			type = DT_DIR;
+		} else if (dot) {
+			child = dip->parent;
+			type = DT_DIR;
+		} else {
+			err = dir_lookup(fs, dip, name, len, &child, &type);
+			if (err == -ENOENT && last && (flags & WALK_PARENT)) {
+				child = 0;
+				type = 0;
+			} else if (err) {
+				return err;
+			}
+		}
+		const struct kura_inode *cip = child ? ino_get(fs, child) : NULL;
+		if (child && !cip)
+			return -EUCLEAN;
+		if (cip && S_ISLNK(cip->mode) && (!last || (flags & WALK_FOLLOW) || slash)) {
+			if (++links > KURA_SYMLOOP_MAX)
+				return -ELOOP;
+			if (cip->size == 0 || cip->size > KURA_SYMLINK_MAX)
+				return cip->size ? -EUCLEAN : -ENOENT;
+			/* Splice: target + "/" + rest, built in the other buffer. */
+			char *nb = buf[which ^ 1];
+			size_t tl = (size_t)inode_read(fs, cip, nb, cip->size, 0);
+			size_t rest = strlen(p);
+			if (tl + 1 + rest + (slash ? 1 : 0) >= sizeof buf[0])
+				return -ENAMETOOLONG;
+			nb[tl] = '/';
+			memmove(nb + tl + 1, p, rest + 1);
+			if (last && !slash)
+				nb[tl] = 0;
+			which ^= 1;
+			p = nb;
+			continue;
+		}
+		if (!last) {
+			if (!cip)
+				return -ENOENT;
+			cur = child;
+			continue;
+		}
+		if (slash && cip && !S_ISDIR(cip->mode))
+			return -ENOTDIR;
+		w->dir = cur;
+		w->ino = child;
+		w->type = cip ? dtype_of(cip->mode) : 0;
+		w->len = len;
+		memcpy(w->name, name, len);
+		w->name[len] = 0;
+		w->dot = dot;
+		w->trailing_slash = slash;
+		return 0;
+	}
+}

@@ -1,0 +1,32 @@
+/*
+ * path.h — from a path string to inodes: components, ".", "..", symlinks,
+ * and the search/write permission checks made on the way.
+ */
+#ifndef KURA_PATH_H
+#define KURA_PATH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "fs.h"
+
+enum {
+	WALK_FOLLOW = 1, /* follow a symlink in the last component */
+	WALK_PARENT = 2, /* stop at the last component's directory; a missing last component is not an error */
+};
+
+struct walk {
+	uint64_t dir;          /* directory holding the last component */
+	uint64_t ino;          /* the object, 0 if it does not exist */
+	unsigned type;         /* DT_* of ino */
+	size_t len;            /* last component; 0 when the path is "/" */
+	char name[KURA_NAME_MAX + 1];
+	int dot;               /* the last component was "." or ".." */
+	int trailing_slash;
+};
+
+int path_walk(const struct kura_fs *fs, const char *path, int flags, struct walk *w);
+
+/* mask: R_OK|W_OK|X_OK.  0 or -EACCES. */
+int perm_check(const struct kura_fs *fs, const struct kura_inode *ip, int mask);
+
+#endif

@@ -1,0 +1,477 @@
+/* super.c — mkfs, mount, recovery and orphans (see super.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "alloc.h"
+#include "crc.h"
+#include "inode.h"
+#include "super.h"
+
+static __thread char last_error[512];
+
+void set_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(last_error, sizeof last_error, fmt, ap);
+	va_end(ap);
+}
+
+const char *kura_last_error(void)
+{
+	return last_error[0] ? last_error : "no error";
+}
+
+static uint32_t super_crc(const struct kura_super *sb)
+{
+	return crc32c(0, sb, offsetof(struct kura_super, crc));
+}
+
+void super_geometry(uint64_t nblocks, struct kura_super *sb)
+{
+	/* The log must hold the undo records of the largest single operation: a
+	 * write or truncate of the whole pool logs about 1/400 of it. */
+	uint64_t log_blocks = nblocks / 64;
+	if (log_blocks < 64)
+		log_blocks = 64;
+	if (log_blocks > 262144)
+		log_blocks = 262144;
+	sb->block_size = KURA_BLOCK;
+	sb->nblocks = nblocks;
+	sb->pool_size = nblocks * KURA_BLOCK;
+	sb->log_block = LOG_FIRST;
+	sb->log_blocks = log_blocks;
+	sb->bitmap_block = LOG_FIRST + log_blocks;
+	sb->bitmap_blocks = (nblocks + KURA_BLOCK * 8 - 1) / (KURA_BLOCK * 8);
+	sb->first_data_block = sb->bitmap_block + sb->bitmap_blocks;
+}
+
+static int check_super(const struct kura_super *sb, uint64_t size, char *why, size_t whylen)
+{
+	if (sb->magic != KURA_MAGIC) {
+		snprintf(why, whylen, "not a kura pool (no kura signature in the superblock)");
+		return -EINVAL;
+	}
+	if (super_crc(sb) != sb->crc) {
+		snprintf(why, whylen, "superblock checksum mismatch (the superblock is damaged)");
+		return -EUCLEAN;
+	}
+	if (sb->version != KURA_VERSION) {
+		snprintf(why, whylen, "unsupported format version %u (this kura reads version %u)", sb->version,
+			 KURA_VERSION);
+		return -EPROTONOSUPPORT;
+	}
+	struct kura_super want;
+	super_geometry(sb->nblocks, &want);
+	if (sb->block_size != KURA_BLOCK || sb->pool_size != sb->nblocks * KURA_BLOCK ||
+	    sb->log_block != want.log_block || sb->log_blocks != want.log_blocks ||
+	    sb->bitmap_block != want.bitmap_block || sb->bitmap_blocks != want.bitmap_blocks ||
+	    sb->first_data_block != want.first_data_block || sb->first_data_block >= sb->nblocks) {
+		snprintf(why, whylen, "superblock geometry is inconsistent (%llu blocks)",
+			 (unsigned long long)sb->nblocks);
+		return -EUCLEAN;
+	}
+	if (sb->pool_size != size) {
+		snprintf(why, whylen, "pool is %s: the superblock records %llu bytes but the file has %llu",
+			 size < sb->pool_size ? "truncated" : "larger than its format", (unsigned long long)sb->pool_size,
+			 (unsigned long long)size);
+		return -EUCLEAN;
+	}
+	uint64_t root_off = sb->root_ino << INODE_SHIFT;
+	if (root_off < sb->first_data_block * KURA_BLOCK || root_off >= sb->pool_size) {
+		snprintf(why, whylen, "superblock names an impossible root inode %llu",
+			 (unsigned long long)sb->root_ino);
+		return -EUCLEAN;
+	}
+	return 0;
+}
+
+int super_load(int fd, uint64_t size, struct kura_super *out, int *used_copy, char *why, size_t whylen)
+{
+	char why2[200];
+	*used_copy = 0;
+	if (size < 2 * KURA_BLOCK) {
+		snprintf(why, whylen, "not a kura pool (only %llu bytes)", (unsigned long long)size);
+		return -EINVAL;
+	}
+	if (pread(fd, out, sizeof *out, SB_PRIMARY * KURA_BLOCK) != sizeof *out) {
+		snprintf(why, whylen, "cannot read the superblock: %s", strerror(errno));
+		return -EIO;
+	}
+	int err = check_super(out, size, why, whylen);
+	if (!err || err == -EPROTONOSUPPORT)
+		return err;
+	/* A truncated pool fails the same way in both copies; say so once. */
+	struct kura_super copy;
+	if (pread(fd, &copy, sizeof copy, SB_COPY * KURA_BLOCK) != sizeof copy)
+		return err;
+	int err2 = check_super(&copy, size, why2, sizeof why2);
+	if (err2) {
+		if (err == -EINVAL && err2 != -EINVAL) {
+			snprintf(why, whylen, "%s", why2);
+			return err2;
+		}
+		return err;
+	}
+	*out = copy;
+	*used_copy = 1;
+	return 0;
+}
+
+int kura_mkfs(const char *path, uint64_t size, int force)
+{
+	last_error[0] = 0;
+	uint64_t nblocks = size / KURA_BLOCK;
+	if (size < KURA_MIN_POOL_SIZE) {
+		set_error("%s: pool size %llu is below the minimum of %llu bytes", path, (unsigned long long)size,
+			  (unsigned long long)KURA_MIN_POOL_SIZE);
+		return -EINVAL;
+	}
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		int e = errno;
+		set_error("%s: cannot create pool: %s", path, strerror(e));
+		return -e;
+	}
+	struct stat st;
+	int err = 0;
+	if (fstat(fd, &st)) {
+		err = -errno;
+		set_error("%s: %s", path, strerror(-err));
+		goto out;
+	}
+	if (S_ISREG(st.st_mode) && st.st_size > 0 && !force) {
+		set_error("%s: file exists and is not empty (use --force to overwrite)", path);
+		err = -EEXIST;
+		goto out;
+	}
+	if (S_ISREG(st.st_mode) && (ftruncate(fd, 0) || ftruncate(fd, (off_t)(nblocks * KURA_BLOCK)))) {
+		err = -errno;
+		set_error("%s: cannot size pool to %llu bytes: %s", path, (unsigned long long)size, strerror(-err));
+		goto out;
+	}
+	struct kura_super *sb = calloc(1, sizeof *sb);
+	if (!sb) {
+		err = -ENOMEM;
+		goto out;
+	}
+	super_geometry(nblocks, sb);
+	if (sb->first_data_block + 16 > nblocks) {
+		set_error("%s: pool too small for its own metadata", path);
+		err = -EINVAL;
+		free(sb);
+		goto out;
+	}
+	sb->magic = KURA_MAGIC;
+	sb->version = KURA_VERSION;
+	sb->root_ino = (sb->first_data_block * KURA_BLOCK) >> INODE_SHIFT;
+	sb->created_sec = time(NULL);
+	if (getrandom(sb->hash_key, sizeof sb->hash_key, 0) != sizeof sb->hash_key ||
+	    getrandom(sb->uuid, sizeof sb->uuid, 0) != sizeof sb->uuid) {
+		err = -EIO;
+		set_error("%s: no randomness for the pool's keys", path);
+		free(sb);
+		goto out;
+	}
+	sb->crc = super_crc(sb);
+
+	struct media m;
+	err = media_map(&m, fd, nblocks * KURA_BLOCK, KURA_PERSIST_AUTO, 0);
+	if (err) {
+		set_error("%s: cannot map pool: %s", path, strerror(-err));
+		free(sb);
+		goto out;
+	}
+	/* Everything but the superblocks first: until they are written the file
+	 * is not a pool, so a crash during mkfs leaves nothing mountable. */
+	uint64_t zero_end = (sb->first_data_block + 1) * KURA_BLOCK;
+	media_memset(&m, 0, 0, zero_end);
+	tx_format(&m, sb->log_block * KURA_BLOCK, sb->log_blocks * KURA_BLOCK);
+	uint64_t used = sb->first_data_block + 1; /* metadata + the root's inode block */
+	uint64_t bm = sb->bitmap_block * KURA_BLOCK;
+	for (uint64_t w = 0; w < used / 64; w++)
+		media_store64(&m, bm + w * 8, ~0ull);
+	if (used % 64)
+		media_store64(&m, bm + (used / 64) * 8, (1ull << (used % 64)) - 1);
+	/* Bits past the last block are marked used so no search can return them. */
+	uint64_t bits_total = sb->bitmap_blocks * KURA_BLOCK * 8;
+	for (uint64_t b = nblocks; b < bits_total; b++) {
+		uint64_t off = bm + (b / 64) * 8;
+		uint64_t w = *(const uint64_t *)media_ptr(&m, off);
+		media_store64(&m, off, w | (1ull << (b % 64)));
+	}
+	uint64_t root = sb->root_ino;
+	struct kura_inode ri = { .mode = S_IFDIR | 0755, .nlink = 2, .uid = getuid(), .gid = getgid(),
+				 .parent = root };
+	ts_now(&ri.ctime);
+	ri.atime = ri.mtime = ri.ctime;
+	media_store(&m, root << INODE_SHIFT, &ri, sizeof ri);
+	for (unsigned i = 1; i < INODES_PER_BLOCK; i++) {
+		uint64_t next = i + 1 < INODES_PER_BLOCK ? root + i + 1 : 0;
+		media_store64(&m, ((root + i) << INODE_SHIFT) + offsetof(struct kura_inode, link), next);
+	}
+	struct kura_state state = { .free_blocks = nblocks - used, .inode_free = root + 1, .ndirs = 1,
+				    .next_generation = 1 };
+	media_store(&m, STATE_BLOCK * KURA_BLOCK, &state, sizeof state);
+	media_flush(&m, 0, zero_end);
+	media_flush(&m, bm, sb->bitmap_blocks * KURA_BLOCK);
+	media_fence(&m);
+	media_store(&m, SB_COPY * KURA_BLOCK, sb, sizeof *sb);
+	media_store(&m, SB_PRIMARY * KURA_BLOCK, sb, sizeof *sb);
+	media_persist(&m, 0, 2 * KURA_BLOCK);
+	media_unmap(&m);
+	free(sb);
+	if (fsync(fd)) {
+		err = -errno;
+		set_error("%s: fsync: %s", path, strerror(-err));
+	}
+out:
+	close(fd);
+	return err;
+}
+
+/* ---- orphans ----------------------------------------------------------- */
+
+void orphan_add(struct kura_fs *fs, uint64_t ino)
+{
+	INO_SET(fs, ino, link, fs_state(fs)->orphans);
+	tx_write64(&fs->tx, STATE_OFF(orphans), ino);
+	tx_write64(&fs->tx, STATE_OFF(norphans), fs_state(fs)->norphans + 1);
+}
+
+void orphan_remove(struct kura_fs *fs, uint64_t ino)
+{
+	uint64_t slot = STATE_OFF(orphans);
+	for (uint64_t n = 0, cur = fs_state(fs)->orphans; cur && n <= fs_state(fs)->norphans; n++) {
+		const struct kura_inode *ip = ino_get(fs, cur);
+		if (!ip)
+			break;
+		if (cur == ino) {
+			tx_write64(&fs->tx, slot, ip->link);
+			tx_write64(&fs->tx, STATE_OFF(norphans), fs_state(fs)->norphans - 1);
+			return;
+		}
+		slot = INO_FIELD_OFF(cur, link);
+		cur = ip->link;
+	}
+}
+
+int orphan_reclaim(struct kura_fs *fs)
+{
+	int n = 0;
+	while (fs_state(fs)->orphans) {
+		uint64_t ino = fs_state(fs)->orphans;
+		int err = fs_begin(fs);
+		if (err)
+			return err;
+		const struct kura_inode *ip = ino_get(fs, ino);
+		if (!ip) {
+			/* A damaged list: drop it rather than loop; fsck reports leaks. */
+			tx_write64(&fs->tx, STATE_OFF(orphans), 0);
+			tx_write64(&fs->tx, STATE_OFF(norphans), 0);
+			fs_end(fs, 0);
+			return -EUCLEAN;
+		}
+		tx_write64(&fs->tx, STATE_OFF(orphans), ip->link);
+		tx_write64(&fs->tx, STATE_OFF(norphans), fs_state(fs)->norphans - 1);
+		inode_free(fs, ino);
+		err = fs_end(fs, 0);
+		if (err)
+			return err;
+		n++;
+	}
+	return n;
+}
+
+/* ---- operation brackets -------------------------------------------------- */
+
+static void take_lock(struct kura_fs *fs)
+{
+	if (lock_acquire(&fs->lk)) {
+		/* The previous holder died mid-operation: its transaction is still
+		 * in the log.  Undo it, then the pool is as it was before. */
+		lock_write_begin(&fs->lk);
+		tx_recover(&fs->tx);
+		lock_mark_consistent(&fs->lk);
+		lock_write_end(&fs->lk);
+	}
+}
+
+void fs_lock_for_read(struct kura_fs *fs)
+{
+	take_lock(fs);
+}
+
+void fs_unlock_for_read(struct kura_fs *fs)
+{
+	lock_release(&fs->lk);
+}
+
+int fs_begin(struct kura_fs *fs)
+{
+	if (fs->read_only)
+		return -EROFS;
+	take_lock(fs);
+	lock_write_begin(&fs->lk);
+	alloc_drop_frees(fs);
+	tx_begin(&fs->tx);
+	return 0;
+}
+
+int fs_end(struct kura_fs *fs, int ret)
+{
+	if (ret < 0 || fs->tx.err) {
+		if (ret >= 0)
+			ret = fs->tx.err;
+		alloc_drop_frees(fs);
+		tx_abort(&fs->tx);
+	} else {
+		alloc_apply_frees(fs);
+		int err = tx_commit(&fs->tx);
+		if (err)
+			ret = err;
+	}
+	lock_write_end(&fs->lk);
+	lock_release(&fs->lk);
+	return ret;
+}
+
+/* ---- mapping ------------------------------------------------------------ */
+
+struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, int *errp)
+{
+	struct kura_mount_opts defaults = { 0 };
+	if (!opts)
+		opts = &defaults;
+	last_error[0] = 0;
+	int err = 0;
+	struct kura_fs *fs = calloc(1, sizeof *fs);
+	struct kura_super *sb = calloc(1, sizeof *sb);
+	char why[300];
+	if (!fs || !sb) {
+		err = -ENOMEM;
+		set_error("%s: out of memory", path);
+		goto fail;
+	}
+	fs->pool_fd = -1;
+	fs->read_only = opts->read_only;
+	fs->pool_fd = open(path, (opts->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	if (fs->pool_fd < 0) {
+		err = -errno;
+		set_error("%s: cannot open pool: %s", path, strerror(-err));
+		goto fail;
+	}
+	struct stat st;
+	if (fstat(fs->pool_fd, &st)) {
+		err = -errno;
+		set_error("%s: %s", path, strerror(-err));
+		goto fail;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		err = -EISDIR;
+		set_error("%s: is a directory, not a pool", path);
+		goto fail;
+	}
+	int used_copy = 0;
+	uint64_t size = (uint64_t)st.st_size;
+	if (S_ISCHR(st.st_mode)) {
+		/* device-DAX has no st_size: trust the superblock, then check it. */
+		struct kura_super probe;
+		if (pread(fs->pool_fd, &probe, sizeof probe, 0) == sizeof probe && probe.magic == KURA_MAGIC)
+			size = probe.pool_size;
+	}
+	err = super_load(fs->pool_fd, size, sb, &used_copy, why, sizeof why);
+	if (err) {
+		set_error("%s: %s", path, why);
+		goto fail;
+	}
+	fs->sb = sb;
+	fs->nblocks = sb->nblocks;
+	fs->first_data_block = sb->first_data_block;
+	err = media_map(&fs->m, fs->pool_fd, sb->pool_size, opts->persist, opts->read_only);
+	if (err) {
+		set_error("%s: cannot map pool: %s", path, strerror(-err));
+		goto fail;
+	}
+	if (tx_check_head(&fs->m, sb->log_block * KURA_BLOCK)) {
+		err = -EUCLEAN;
+		set_error("%s: the undo log's header is damaged", path);
+		goto fail_unmap;
+	}
+	tx_init(&fs->tx, &fs->m, sb->log_block * KURA_BLOCK, sb->log_blocks * KURA_BLOCK);
+	int alone = 0;
+	err = lock_attach(&fs->lk, fs->pool_fd, &alone);
+	if (err) {
+		set_error("%s: cannot attach the shared lock table: %s", path, strerror(-err));
+		goto fail_tx;
+	}
+	fs->uid = geteuid();
+	fs->gid = getegid();
+	fs->pool_path = strdup(path);
+	pthread_mutex_init(&fs->fd_mutex, NULL);
+	if (!opts->no_recover) {
+		take_lock(fs);
+		lock_write_begin(&fs->lk);
+		tx_recover(&fs->tx);
+		lock_write_end(&fs->lk);
+		lock_release(&fs->lk);
+	}
+	if (!ino_get(fs, sb->root_ino) || !S_ISDIR(ino_get(fs, sb->root_ino)->mode)) {
+		err = -EUCLEAN;
+		set_error("%s: the root directory's inode is damaged", path);
+		fs_close(fs);
+		goto out;
+	}
+	if (alone && !opts->read_only && !opts->no_recover)
+		orphan_reclaim(fs);
+	(void)used_copy;
+	return fs;
+fail_tx:
+	tx_destroy(&fs->tx);
+fail_unmap:
+	media_unmap(&fs->m);
+fail:
+	if (fs && fs->pool_fd >= 0)
+		close(fs->pool_fd);
+	free(fs);
+	free(sb);
+out:
+	if (errp)
+		*errp = err;
+	return NULL;
+}
+
+void fs_close(struct kura_fs *fs)
+{
+	lock_detach(&fs->lk);
+	tx_destroy(&fs->tx);
+	media_unmap(&fs->m);
+	close(fs->pool_fd);
+	free(fs->pending_free);
+	free(fs->fds);
+	free(fs->pool_path);
+	free((void *)fs->sb);
+	pthread_mutex_destroy(&fs->fd_mutex);
+	free(fs);
+}
+
+int kura_default_pool_path(char *buf, size_t len)
+{
+	const char *xdg = getenv("XDG_DATA_HOME");
+	const char *home = getenv("HOME");
+	int n;
+	if (xdg && *xdg)
+		n = snprintf(buf, len, "%s/kura/default.pool", xdg);
+	else if (home && *home)
+		n = snprintf(buf, len, "%s/.local/share/kura/default.pool", home);
+	else
+		return -ENOENT;
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}

@@ -1,0 +1,30 @@
+/*
+ * super.h — creating, checking and mapping a pool; recovery; orphans.
+ */
+#ifndef KURA_SUPER_H
+#define KURA_SUPER_H
+
+#include <stdint.h>
+#include "fs.h"
+
+/* Reads and validates the superblock of the pool open as fd (file size
+ * `size`), falling back to the copy.  On failure returns -errno and writes a
+ * reason into why.  *used_copy is set when the primary was unusable. */
+int super_load(int fd, uint64_t size, struct kura_super *out, int *used_copy, char *why, size_t whylen);
+/* The layout mkfs gives a pool of nblocks blocks. */
+void super_geometry(uint64_t nblocks, struct kura_super *sb);
+
+/* Records why a mount or mkfs failed (thread-local, see kura_last_error). */
+void set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Unlinked-but-open inodes wait on a list headed in the state block. */
+void orphan_add(struct kura_fs *fs, uint64_t ino);
+void orphan_remove(struct kura_fs *fs, uint64_t ino);
+/* Frees every orphan: only when no other process has the pool mounted. */
+int orphan_reclaim(struct kura_fs *fs);
+
+/* Maps and attaches; used by kura_mount and fsck. */
+struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, int *err);
+void fs_close(struct kura_fs *fs);
+
+#endif

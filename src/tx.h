@@ -1,0 +1,70 @@
+/*
+ * tx.h — undo-log transactions: the only way metadata changes.
+ *
+ * A transaction snapshots every 64-byte line it is about to change into the
+ * log, makes the snapshot durable, then changes the line in place.  Commit
+ * makes the changed lines durable and then retires the snapshots with one
+ * 8-byte store of a new log epoch.  A crash before that store leaves valid
+ * snapshots, which recovery (or the next process to take the pool lock)
+ * copies back: the transaction never happened.  A crash after it leaves
+ * nothing to undo: the transaction happened wholly.
+ *
+ * Blocks allocated within the transaction ("fresh") are unreachable until the
+ * transaction links them in, so writes to them skip the log; if the
+ * transaction is undone, the allocation is undone with it.
+ *
+ * Errors are sticky: once the log is full, further writes are refused (not
+ * performed) and tx_commit() rolls everything back and returns the error.
+ */
+#ifndef KURA_TX_H
+#define KURA_TX_H
+
+#include <stdint.h>
+#include <stddef.h>
+#include "media.h"
+
+struct u64set {
+	uint64_t *keys;
+	uint32_t *stamps;
+	size_t cap, n;
+};
+
+struct tx {
+	struct media *m;
+	uint64_t log_off, log_end; /* the log region, bytes */
+	uint64_t tail;             /* where the next record goes */
+	uint64_t epoch;
+	uint32_t stamp;            /* generation that empties the sets below in O(1) */
+	int active;
+	int err;
+	int need_fence;            /* records written but not yet fenced */
+	unsigned records;
+	struct u64set logged, dirty, fresh;
+	uint64_t *dirty_list;
+	size_t ndirty_list, cap_dirty_list;
+};
+
+void tx_init(struct tx *t, struct media *m, uint64_t log_off, uint64_t log_size);
+void tx_destroy(struct tx *t);
+/* Formats an empty log (mkfs). */
+void tx_format(struct media *m, uint64_t log_off, uint64_t log_size);
+/* Validates the log head; 0 or -EUCLEAN. */
+int tx_check_head(struct media *m, uint64_t log_off);
+/* Undoes a transaction left unfinished by a crash or a dead process.
+ * Returns the number of records undone. */
+int tx_recover(struct tx *t);
+
+void tx_begin(struct tx *t);
+void tx_write(struct tx *t, uint64_t off, const void *src, size_t len);
+void tx_write64(struct tx *t, uint64_t off, uint64_t value);
+void tx_memset(struct tx *t, uint64_t off, int c, size_t len);
+/* Copies into a fresh block, bypassing the cache; durable at commit. */
+void tx_copy_fresh(struct tx *t, uint64_t off, const void *src, size_t len);
+void tx_mark_fresh(struct tx *t, uint64_t block);
+int tx_is_fresh(struct tx *t, uint64_t block);
+void tx_fail(struct tx *t, int err);
+/* Returns 0, or the sticky error after rolling back. */
+int tx_commit(struct tx *t);
+void tx_abort(struct tx *t);
+
+#endif
