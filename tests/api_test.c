@@ -1,0 +1,1015 @@
+/*
+ * api_test — deterministic checks of kura.h's POSIX edge cases.
+ *
+ * Every check states the expected value and prints expected vs got when it
+ * differs; the test goes on after a failure so one run shows them all, and
+ * exits 1 if any failed.  Where Linux and POSIX allow more than one answer,
+ * the check accepts exactly the documented alternatives and says so.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kura.h"
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1 << 1)
+#endif
+
+#define POOL_SIZE (1ull << 30) /* holds the 200 MiB file and the 50k directory */
+
+static kura_fs *fs;
+static char pool[256];
+static int npass, nfail;
+static const char *section = "";
+
+static const char *en(long r)
+{
+	if (r >= 0)
+		return "ok";
+	const char *n = strerrorname_np((int)-r);
+	return n ? n : "E?";
+}
+
+static void report_fail(int line, const char *expr, const char *fmt, long want, long got)
+{
+	nfail++;
+	printf("FAIL [%s] line %d: %s\n      expected ", section, line, expr);
+	printf(fmt, want, en(want));
+	printf(", got %ld (%s)\n", got, en(got));
+}
+
+/* Exact return value (an -errno or a count). */
+#define EXPECT(expr, want)                                                                 \
+	({                                                                                     \
+		long _g = (long)(expr), _w = (long)(want);                                         \
+		if (_g == _w)                                                                      \
+			npass++;                                                                       \
+		else                                                                               \
+			report_fail(__LINE__, #expr, "%ld (%s)", _w, _g);                              \
+		_g;                                                                                \
+	})
+#define EXPECT_ERR(expr, e) EXPECT(expr, -(e))
+/* Any success (>= 0). */
+#define EXPECT_OK(expr)                                                                    \
+	({                                                                                     \
+		long _g = (long)(expr);                                                            \
+		if (_g >= 0)                                                                       \
+			npass++;                                                                       \
+		else                                                                               \
+			report_fail(__LINE__, #expr, ">= %ld%.0s", 0, _g);                             \
+		_g;                                                                                \
+	})
+/* A plain condition, with a printf-style explanation on failure. */
+#define CHECK(cond, ...)                                                                   \
+	({                                                                                     \
+		int _c = !!(cond);                                                                 \
+		if (_c)                                                                            \
+			npass++;                                                                       \
+		else {                                                                             \
+			nfail++;                                                                       \
+			printf("FAIL [%s] line %d: %s: ", section, __LINE__, #cond);                   \
+			printf(__VA_ARGS__);                                                           \
+			printf("\n");                                                                  \
+		}                                                                                  \
+		_c;                                                                                \
+	})
+
+static void mount_rw(void)
+{
+	struct kura_mount_opts o = {0};
+	int err = 0;
+	fs = kura_mount(pool, &o, &err);
+	if (!fs) {
+		printf("FATAL: kura_mount(%s): %s (%s)\n", pool, en(err), kura_last_error());
+		unlink(pool);
+		exit(1);
+	}
+}
+
+static void remount(void)
+{
+	EXPECT(kura_unmount(fs), 0);
+	mount_rw();
+}
+
+static int create_file(const char *path, const void *data, size_t n)
+{
+	int fd = kura_open(fs, path, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+	if (fd < 0)
+		return fd;
+	ssize_t w = n ? kura_write(fs, fd, data, n) : 0;
+	kura_close(fs, fd);
+	return w < 0 ? (int)w : (size_t)w == n ? 0 : -EIO;
+}
+
+static int all_bytes(const unsigned char *b, size_t n, unsigned char v)
+{
+	for (size_t i = 0; i < n; i++)
+		if (b[i] != v)
+			return 0;
+	return 1;
+}
+
+/* ---- name errors -------------------------------------------------------- */
+
+static void test_name_errors(void)
+{
+	section = "name errors";
+	char n255[300], n256[300], p[600];
+	memset(n255, 'a', 255), n255[255] = 0;
+	memset(n256, 'b', 256), n256[256] = 0;
+
+	EXPECT(kura_mkdir(fs, "/ne", 0755), 0);
+	EXPECT(create_file("/ne/file", "hello", 5), 0);
+	EXPECT_ERR(kura_open(fs, "/ne/missing", O_RDONLY, 0), ENOENT);
+	EXPECT_ERR(kura_open(fs, "/ne/nodir/x", O_CREAT | O_RDWR, 0644), ENOENT);
+	EXPECT_ERR(kura_stat(fs, "/ne/missing", &(struct stat){0}), ENOENT);
+	EXPECT_ERR(kura_unlink(fs, "/ne/missing"), ENOENT);
+	EXPECT_ERR(kura_rmdir(fs, "/ne/missing"), ENOENT);
+	EXPECT_ERR(kura_rename(fs, "/ne/missing", "/ne/x", 0), ENOENT);
+	EXPECT_ERR(kura_access(fs, "/ne/missing", F_OK), ENOENT);
+	/* Linux rejects an empty path with ENOENT. */
+	EXPECT_ERR(kura_stat(fs, "", &(struct stat){0}), ENOENT);
+
+	EXPECT_ERR(kura_open(fs, "/ne/file", O_CREAT | O_EXCL | O_RDWR, 0644), EEXIST);
+	EXPECT_ERR(kura_mkdir(fs, "/ne/file", 0755), EEXIST);
+	EXPECT_ERR(kura_mkdir(fs, "/ne", 0755), EEXIST);
+	EXPECT_ERR(kura_symlink(fs, "x", "/ne/file"), EEXIST);
+	EXPECT_ERR(kura_link(fs, "/ne/file", "/ne/file"), EEXIST);
+
+	EXPECT_ERR(kura_open(fs, "/ne/file/x", O_RDONLY, 0), ENOTDIR);
+	EXPECT_ERR(kura_open(fs, "/ne/file/x", O_CREAT | O_RDWR, 0644), ENOTDIR);
+	EXPECT_ERR(kura_mkdir(fs, "/ne/file/x", 0755), ENOTDIR);
+	EXPECT_ERR(kura_open(fs, "/ne/file", O_RDONLY | O_DIRECTORY, 0), ENOTDIR);
+	EXPECT_ERR(kura_rmdir(fs, "/ne/file"), ENOTDIR);
+	struct kura_dir *d;
+	int err = 0;
+	d = kura_opendir(fs, "/ne/file", &err);
+	CHECK(!d && err == -ENOTDIR, "opendir of a file: dir %p err %d (%s), expected NULL, ENOTDIR", (void *)d, err,
+	      en(err));
+	if (d)
+		kura_closedir(d);
+
+	EXPECT_ERR(kura_open(fs, "/ne", O_WRONLY, 0), EISDIR);
+	EXPECT_ERR(kura_open(fs, "/ne", O_RDWR, 0), EISDIR);
+	EXPECT_ERR(kura_open(fs, "/ne", O_CREAT | O_WRONLY, 0644), EISDIR);
+	/* POSIX says EPERM for unlink of a directory; Linux says EISDIR. */
+	EXPECT_ERR(kura_unlink(fs, "/ne"), EISDIR);
+	EXPECT_ERR(kura_truncate(fs, "/ne", 0), EISDIR);
+	int dfd = EXPECT_OK(kura_open(fs, "/ne", O_RDONLY | O_DIRECTORY, 0));
+	if (dfd >= 0) {
+		char b[8];
+		EXPECT_ERR(kura_read(fs, dfd, b, sizeof b), EISDIR);
+		EXPECT_ERR(kura_pread(fs, dfd, b, sizeof b, 0), EISDIR);
+		EXPECT_ERR(kura_write(fs, dfd, b, sizeof b), EBADF);
+		EXPECT(kura_close(fs, dfd), 0);
+	}
+
+	EXPECT(kura_mkdir(fs, "/ne/full", 0755), 0);
+	EXPECT(create_file("/ne/full/x", "", 0), 0);
+	EXPECT_ERR(kura_rmdir(fs, "/ne/full"), ENOTEMPTY);
+	EXPECT(kura_mkdir(fs, "/ne/empty", 0755), 0);
+	/* Linux prefers ENOTEMPTY to EEXIST for a rename over a non-empty dir. */
+	EXPECT_ERR(kura_rename(fs, "/ne/empty", "/ne/full", 0), ENOTEMPTY);
+	EXPECT(kura_rename(fs, "/ne/full", "/ne/empty", 0), 0);
+	EXPECT(kura_stat(fs, "/ne/empty/x", &(struct stat){0}), 0);
+	EXPECT_ERR(kura_stat(fs, "/ne/full", &(struct stat){0}), ENOENT);
+
+	snprintf(p, sizeof p, "/ne/%s", n255);
+	EXPECT(create_file(p, "x", 1), 0);
+	EXPECT(kura_stat(fs, p, &(struct stat){0}), 0);
+	EXPECT(kura_unlink(fs, p), 0);
+	EXPECT(kura_mkdir(fs, p, 0755), 0);
+	EXPECT(kura_rmdir(fs, p), 0);
+	snprintf(p, sizeof p, "/ne/%s", n256);
+	EXPECT_ERR(kura_open(fs, p, O_CREAT | O_RDWR, 0644), ENAMETOOLONG);
+	EXPECT_ERR(kura_mkdir(fs, p, 0755), ENAMETOOLONG);
+	EXPECT_ERR(kura_stat(fs, p, &(struct stat){0}), ENAMETOOLONG);
+	EXPECT_ERR(kura_symlink(fs, "x", p), ENAMETOOLONG);
+	EXPECT_ERR(kura_rename(fs, "/ne/file", p, 0), ENAMETOOLONG);
+	snprintf(p, sizeof p, "/ne/%s/x", n256);
+	EXPECT_ERR(kura_stat(fs, p, &(struct stat){0}), ENAMETOOLONG);
+
+	/* Directory into its own subtree. */
+	EXPECT(kura_mkdir(fs, "/ne/a", 0755), 0);
+	EXPECT(kura_mkdir(fs, "/ne/a/b", 0755), 0);
+	EXPECT_ERR(kura_rename(fs, "/ne/a", "/ne/a/b/c", 0), EINVAL);
+	EXPECT_ERR(kura_rename(fs, "/ne/a", "/ne/a/c", 0), EINVAL);
+	EXPECT_ERR(kura_rename(fs, "/ne/a", "/ne/a/b", RENAME_EXCHANGE), EINVAL);
+	/* Linux returns ENOTEMPTY for a rename onto an ancestor directory. */
+	EXPECT_ERR(kura_rename(fs, "/ne/a/b", "/ne/a", 0), ENOTEMPTY);
+	/* Renaming a name onto itself (or a hard link onto its twin) is a no-op. */
+	EXPECT(kura_rename(fs, "/ne/a", "/ne/a", 0), 0);
+	EXPECT(kura_link(fs, "/ne/file", "/ne/twin"), 0);
+	EXPECT(kura_rename(fs, "/ne/file", "/ne/twin", 0), 0);
+	EXPECT(kura_stat(fs, "/ne/file", &(struct stat){0}), 0);
+	EXPECT(kura_unlink(fs, "/ne/twin"), 0);
+
+	/* Types across rename. */
+	EXPECT_ERR(kura_rename(fs, "/ne/file", "/ne/a", 0), EISDIR);
+	EXPECT_ERR(kura_rename(fs, "/ne/a", "/ne/file", 0), ENOTDIR);
+	EXPECT(create_file("/ne/other", "o", 1), 0);
+	EXPECT_ERR(kura_rename(fs, "/ne/file", "/ne/other", RENAME_NOREPLACE), EEXIST);
+	EXPECT_ERR(kura_rename(fs, "/ne/file", "/ne/nothere", RENAME_EXCHANGE), ENOENT);
+	EXPECT_ERR(kura_rename(fs, "/ne/file", "/ne/other", RENAME_NOREPLACE | RENAME_EXCHANGE), EINVAL);
+	EXPECT(kura_rename(fs, "/ne/file", "/ne/a", RENAME_EXCHANGE), 0);
+	struct stat st;
+	EXPECT(kura_stat(fs, "/ne/file/b", &st), 0);
+	CHECK(S_ISDIR(st.st_mode), "after exchange /ne/file/b has mode %o", st.st_mode);
+	EXPECT(kura_stat(fs, "/ne/a", &st), 0);
+	CHECK(S_ISREG(st.st_mode) && st.st_size == 5, "after exchange /ne/a: mode %o size %lld", st.st_mode,
+	      (long long)st.st_size);
+	EXPECT(kura_rename(fs, "/ne/file", "/ne/a", RENAME_EXCHANGE), 0);
+
+	/* Cross-directory moves are never EXDEV inside one pool. */
+	EXPECT(kura_mkdir(fs, "/ne/x1", 0755), 0);
+	EXPECT(kura_mkdir(fs, "/ne/x1/x2", 0755), 0);
+	EXPECT(kura_rename(fs, "/ne/file", "/ne/x1/x2/moved", 0), 0);
+	EXPECT(kura_rename(fs, "/ne/x1/x2", "/ne/x2", 0), 0);
+	EXPECT(kura_link(fs, "/ne/x2/moved", "/ne/x1/linked"), 0);
+	EXPECT(kura_stat(fs, "/ne/x1/linked", &st), 0);
+	CHECK(st.st_nlink == 2, "nlink after link: %lu", (unsigned long)st.st_nlink);
+	EXPECT(kura_rename(fs, "/ne/x2/moved", "/ne/file", 0), 0);
+	EXPECT(kura_unlink(fs, "/ne/x1/linked"), 0);
+
+	/* Hard links to directories are refused. */
+	EXPECT_ERR(kura_link(fs, "/ne/a", "/ne/alink"), EPERM);
+
+	/* ".." at the root stays at the root; relative paths start at the root. */
+	EXPECT(kura_stat(fs, "/../../ne/file", &st), 0);
+	EXPECT(kura_stat(fs, "ne/file", &st), 0);
+	EXPECT(kura_stat(fs, "ne/./x1/../file", &st), 0);
+	CHECK(st.st_size == 5, "size via relative path %lld", (long long)st.st_size);
+}
+
+/* ---- symlinks ----------------------------------------------------------- */
+
+static void test_symlinks(void)
+{
+	section = "symlinks";
+	char buf[300];
+	struct stat st;
+	EXPECT(kura_mkdir(fs, "/sl", 0755), 0);
+	EXPECT(create_file("/sl/target", "abcdef", 6), 0);
+	EXPECT(kura_symlink(fs, "target", "/sl/rel"), 0);
+	EXPECT(kura_symlink(fs, "/sl/target", "/sl/abs"), 0);
+	EXPECT(kura_symlink(fs, "nowhere", "/sl/dangling"), 0);
+	EXPECT(kura_symlink(fs, "loop2", "/sl/loop1"), 0);
+	EXPECT(kura_symlink(fs, "loop1", "/sl/loop2"), 0);
+	EXPECT(kura_symlink(fs, "self", "/sl/self"), 0);
+	EXPECT(kura_symlink(fs, "/sl", "/sl/dirlink"), 0);
+
+	EXPECT(kura_stat(fs, "/sl/rel", &st), 0);
+	CHECK(S_ISREG(st.st_mode) && st.st_size == 6, "stat through relative link: mode %o size %lld", st.st_mode,
+	      (long long)st.st_size);
+	EXPECT(kura_stat(fs, "/sl/abs", &st), 0);
+	CHECK(S_ISREG(st.st_mode), "stat through absolute link: mode %o", st.st_mode);
+	EXPECT(kura_lstat(fs, "/sl/abs", &st), 0);
+	CHECK(S_ISLNK(st.st_mode) && st.st_size == 10, "lstat of link: mode %o size %lld (want 10)", st.st_mode,
+	      (long long)st.st_size);
+	EXPECT(kura_stat(fs, "/sl/dirlink/dirlink/target", &st), 0);
+	EXPECT(kura_readlink(fs, "/sl/abs", buf, sizeof buf), 10);
+	CHECK(!memcmp(buf, "/sl/target", 10), "readlink: '%.10s'", buf);
+	EXPECT(kura_readlink(fs, "/sl/abs", buf, 3), 3);
+	CHECK(!memcmp(buf, "/sl", 3), "truncated readlink: '%.3s'", buf);
+	EXPECT_ERR(kura_readlink(fs, "/sl/target", buf, sizeof buf), EINVAL);
+	EXPECT_ERR(kura_readlink(fs, "/sl/none", buf, sizeof buf), ENOENT);
+
+	EXPECT_ERR(kura_stat(fs, "/sl/dangling", &st), ENOENT);
+	EXPECT(kura_lstat(fs, "/sl/dangling", &st), 0);
+	EXPECT_ERR(kura_open(fs, "/sl/loop1", O_RDONLY, 0), ELOOP);
+	EXPECT_ERR(kura_stat(fs, "/sl/self", &st), ELOOP);
+	EXPECT_ERR(kura_stat(fs, "/sl/loop1/x", &st), ELOOP);
+	EXPECT_ERR(kura_open(fs, "/sl/rel", O_RDONLY | O_NOFOLLOW, 0), ELOOP);
+	EXPECT_ERR(kura_open(fs, "/sl/dangling", O_RDWR | O_CREAT | O_NOFOLLOW, 0644), ELOOP);
+	/* O_NOFOLLOW only concerns the last component. */
+	int fd = EXPECT_OK(kura_open(fs, "/sl/dirlink/target", O_RDONLY | O_NOFOLLOW, 0));
+	if (fd >= 0)
+		kura_close(fs, fd);
+	/* O_CREAT through a dangling link creates its target... */
+	fd = EXPECT_OK(kura_open(fs, "/sl/dangling", O_RDWR | O_CREAT, 0600));
+	if (fd >= 0)
+		kura_close(fs, fd);
+	EXPECT(kura_stat(fs, "/sl/nowhere", &st), 0);
+	/* ...but O_EXCL never follows. */
+	EXPECT_ERR(kura_open(fs, "/sl/rel", O_RDWR | O_CREAT | O_EXCL, 0600), EEXIST);
+	/* Linux rejects an empty target. */
+	EXPECT_ERR(kura_symlink(fs, "", "/sl/empty"), ENOENT);
+	/* unlink and rename act on the link itself. */
+	EXPECT(kura_rename(fs, "/sl/rel", "/sl/rel2", 0), 0);
+	EXPECT(kura_lstat(fs, "/sl/rel2", &st), 0);
+	CHECK(S_ISLNK(st.st_mode), "renamed link mode %o", st.st_mode);
+	EXPECT(kura_unlink(fs, "/sl/rel2"), 0);
+	EXPECT(kura_stat(fs, "/sl/target", &st), 0);
+	/* rmdir of a link to a directory is ENOTDIR. */
+	EXPECT_ERR(kura_rmdir(fs, "/sl/dirlink"), ENOTDIR);
+	/* chmod follows the link. */
+	EXPECT(kura_chmod(fs, "/sl/abs", 0600), 0);
+	EXPECT(kura_stat(fs, "/sl/target", &st), 0);
+	CHECK((st.st_mode & 07777) == 0600, "chmod through link: %o", st.st_mode & 07777);
+}
+
+/* ---- descriptors -------------------------------------------------------- */
+
+static void test_descriptors(void)
+{
+	section = "descriptors";
+	char b[64];
+	struct stat st;
+	EXPECT(kura_mkdir(fs, "/fd", 0755), 0);
+	int fd = EXPECT_OK(kura_open(fs, "/fd/f", O_CREAT | O_RDWR, 0644));
+	EXPECT(kura_close(fs, fd), 0);
+	EXPECT_ERR(kura_close(fs, fd), EBADF);
+	EXPECT_ERR(kura_read(fs, fd, b, 1), EBADF);
+	EXPECT_ERR(kura_write(fs, fd, "x", 1), EBADF);
+	EXPECT_ERR(kura_fstat(fs, fd, &st), EBADF);
+	EXPECT_ERR(kura_lseek(fs, fd, 0, SEEK_SET), EBADF);
+	EXPECT_ERR(kura_ftruncate(fs, fd, 0), EBADF);
+	EXPECT_ERR(kura_dup(fs, fd), EBADF);
+	EXPECT_ERR(kura_read(fs, -1, b, 1), EBADF);
+	EXPECT_ERR(kura_read(fs, 1000000, b, 1), EBADF);
+	EXPECT_ERR(kura_close(fs, -5), EBADF);
+
+	fd = EXPECT_OK(kura_open(fs, "/fd/f", O_RDONLY, 0));
+	EXPECT_ERR(kura_write(fs, fd, "x", 1), EBADF);
+	EXPECT_ERR(kura_pwrite(fs, fd, "x", 1, 0), EBADF);
+	EXPECT_ERR(kura_fallocate(fs, fd, 0, 0, 4096), EBADF);
+	/* POSIX allows EBADF or EINVAL for ftruncate of a read-only descriptor;
+	 * Linux says EINVAL. */
+	long r = kura_ftruncate(fs, fd, 0);
+	CHECK(r == -EINVAL || r == -EBADF, "ftruncate on O_RDONLY: %ld (%s), expected EINVAL or EBADF", r, en(r));
+	kura_close(fs, fd);
+	fd = EXPECT_OK(kura_open(fs, "/fd/f", O_WRONLY, 0));
+	EXPECT_ERR(kura_read(fs, fd, b, 1), EBADF);
+	EXPECT_ERR(kura_pread(fs, fd, b, 1, 0), EBADF);
+	CHECK((kura_fd_flags(fs, fd) & O_ACCMODE) == O_WRONLY, "fd_flags %#x", kura_fd_flags(fs, fd));
+	EXPECT_ERR(kura_pwrite(fs, fd, "x", 1, -1), EINVAL);
+	EXPECT_ERR(kura_lseek(fs, fd, -1, SEEK_SET), EINVAL);
+	EXPECT_ERR(kura_lseek(fs, fd, 0, 12345), EINVAL);
+	EXPECT_ERR(kura_lseek(fs, fd, 0, SEEK_DATA), ENXIO);
+	EXPECT_ERR(kura_fallocate(fs, fd, 0, 0, 0), EINVAL);
+	EXPECT_ERR(kura_fallocate(fs, fd, 0, -1, 10), EINVAL);
+	kura_close(fs, fd);
+
+	/* dup shares one offset and status flags. */
+	fd = EXPECT_OK(kura_open(fs, "/fd/f", O_RDWR | O_APPEND, 0));
+	int fd2 = EXPECT_OK(kura_dup(fs, fd));
+	CHECK(fd2 != fd, "dup returned the same number %d", fd2);
+	EXPECT(kura_write(fs, fd, "abc", 3), 3);
+	EXPECT(kura_lseek(fs, fd2, 0, SEEK_CUR), 3);
+	EXPECT(kura_write(fs, fd2, "de", 2), 2);
+	EXPECT(kura_lseek(fs, fd, 0, SEEK_CUR), 5);
+	CHECK(kura_fd_flags(fs, fd2) & O_APPEND, "dup lost O_APPEND: %#x", kura_fd_flags(fs, fd2));
+	EXPECT(kura_close(fs, fd), 0);
+	EXPECT(kura_lseek(fs, fd2, 1, SEEK_SET), 1);
+	EXPECT(kura_read(fs, fd2, b, 10), 4);
+	CHECK(!memcmp(b, "bcde", 4), "read after close of twin: '%.4s'", b);
+	EXPECT(kura_close(fs, fd2), 0);
+
+	/* O_TRUNC empties; O_EXCL without O_CREAT is ignored on an existing file. */
+	fd = EXPECT_OK(kura_open(fs, "/fd/f", O_RDWR | O_TRUNC, 0));
+	EXPECT(kura_fstat(fs, fd, &st), 0);
+	CHECK(st.st_size == 0, "size after O_TRUNC %lld", (long long)st.st_size);
+	kura_close(fs, fd);
+}
+
+/* ---- file contents ------------------------------------------------------ */
+
+static void test_append(void)
+{
+	section = "O_APPEND";
+	unsigned char b[64];
+	EXPECT(create_file("/app", "0123456789", 10), 0);
+	int a = EXPECT_OK(kura_open(fs, "/app", O_WRONLY | O_APPEND, 0));
+	int w = EXPECT_OK(kura_open(fs, "/app", O_RDWR, 0));
+	EXPECT(kura_lseek(fs, a, 0, SEEK_SET), 0);
+	EXPECT(kura_write(fs, a, "AB", 2), 2);
+	EXPECT(kura_lseek(fs, a, 0, SEEK_CUR), 12);
+	/* Another descriptor extends the file; the appender follows the new end. */
+	EXPECT(kura_pwrite(fs, w, "xyz", 3, 20), 3);
+	EXPECT(kura_write(fs, a, "C", 1), 1);
+	EXPECT(kura_lseek(fs, a, 0, SEEK_CUR), 24);
+	EXPECT(kura_pread(fs, w, b, sizeof b, 0), 24);
+	CHECK(!memcmp(b, "0123456789AB\0\0\0\0\0\0\0\0xyzC", 24), "contents after appends differ");
+	kura_close(fs, a);
+	kura_close(fs, w);
+}
+
+static void test_sparse_truncate(void)
+{
+	section = "sparse/truncate";
+	struct stat st;
+	static unsigned char b[1 << 20];
+	int fd = EXPECT_OK(kura_open(fs, "/sparse", O_CREAT | O_RDWR, 0644));
+	EXPECT(kura_pwrite(fs, fd, "tail", 4, (5 << 20) + 7), 4);
+	EXPECT(kura_fstat(fs, fd, &st), 0);
+	CHECK(st.st_size == (5 << 20) + 11, "sparse size %lld", (long long)st.st_size);
+	memset(b, 0xee, sizeof b);
+	EXPECT(kura_pread(fs, fd, b, sizeof b, 1 << 20), sizeof b);
+	CHECK(all_bytes(b, sizeof b, 0), "hole does not read as zeros");
+	EXPECT(kura_pread(fs, fd, b, 100, (5 << 20) + 7), 4);
+	CHECK(!memcmp(b, "tail", 4), "data after hole '%.4s'", b);
+	EXPECT(kura_pread(fs, fd, b, 100, 10 << 20), 0);
+	/* A hole reported by SEEK_HOLE starts at or after the offset and the data
+	 * at the end is found by SEEK_DATA from inside the hole. */
+	off_t d = kura_lseek(fs, fd, 4096, SEEK_DATA);
+	CHECK(d >= 4096 && d <= (5 << 20) + 7, "SEEK_DATA from 4096 gave %lld", (long long)d);
+	off_t h = kura_lseek(fs, fd, 0, SEEK_HOLE);
+	CHECK(h >= 0 && h <= (5 << 20) + 11, "SEEK_HOLE from 0 gave %lld", (long long)h);
+	EXPECT_ERR(kura_lseek(fs, fd, (5 << 20) + 11, SEEK_DATA), ENXIO);
+	EXPECT_ERR(kura_lseek(fs, fd, (5 << 20) + 11, SEEK_HOLE), ENXIO);
+
+	/* Old bytes must not come back when a file shrinks and grows again. */
+	memset(b, 'y', 8192);
+	EXPECT(kura_pwrite(fs, fd, b, 8192, 0), 8192);
+	EXPECT(kura_ftruncate(fs, fd, 5000), 0);
+	EXPECT(kura_ftruncate(fs, fd, 3 * 4096 + 5), 0);
+	memset(b, 0xee, 3 * 4096 + 100);
+	EXPECT(kura_pread(fs, fd, b, 3 * 4096 + 100, 0), 3 * 4096 + 5);
+	CHECK(all_bytes(b, 5000, 'y') && all_bytes(b + 5000, 3 * 4096 + 5 - 5000, 0),
+	      "truncate down then up does not read zeros beyond the cut");
+	EXPECT(kura_truncate(fs, "/sparse", 1), 0);
+	EXPECT(kura_truncate(fs, "/sparse", 100000), 0);
+	EXPECT(kura_pread(fs, fd, b, 100000, 0), 100000);
+	CHECK(b[0] == 'y' && all_bytes(b + 1, 99999, 0), "truncate(path) to 1 and up");
+	EXPECT_ERR(kura_truncate(fs, "/sparse", -1), EINVAL);
+	EXPECT_ERR(kura_ftruncate(fs, fd, -1), EINVAL);
+
+	/* fallocate modes. */
+	memset(b, 'a', 16384);
+	EXPECT(kura_pwrite(fs, fd, b, 16384, 0), 16384);
+	EXPECT(kura_ftruncate(fs, fd, 16384), 0);
+	EXPECT(kura_fallocate(fs, fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 100, 9000), 0);
+	EXPECT(kura_pread(fs, fd, b, 16384, 0), 16384);
+	CHECK(all_bytes(b, 100, 'a') && all_bytes(b + 100, 9000, 0) && all_bytes(b + 9100, 16384 - 9100, 'a'),
+	      "punch hole contents");
+	EXPECT(kura_fstat(fs, fd, &st), 0);
+	CHECK(st.st_size == 16384, "size after punch %lld", (long long)st.st_size);
+	memset(b, 'c', 16384);
+	EXPECT(kura_pwrite(fs, fd, b, 16384, 0), 16384);
+	EXPECT(kura_fallocate(fs, fd, FALLOC_FL_ZERO_RANGE, 4000, 5000), 0);
+	EXPECT(kura_pread(fs, fd, b, 16384, 0), 16384);
+	CHECK(all_bytes(b, 4000, 'c') && all_bytes(b + 4000, 5000, 0) && all_bytes(b + 9000, 16384 - 9000, 'c'),
+	      "zero range contents");
+	EXPECT(kura_fallocate(fs, fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, 16000, 10000), 0);
+	EXPECT(kura_fstat(fs, fd, &st), 0);
+	CHECK(st.st_size == 16384, "size after zero range keep-size %lld", (long long)st.st_size);
+	EXPECT(kura_fallocate(fs, fd, FALLOC_FL_ZERO_RANGE, 16000, 10000), 0);
+	EXPECT(kura_fstat(fs, fd, &st), 0);
+	CHECK(st.st_size == 26000, "size after zero range %lld", (long long)st.st_size);
+	EXPECT(kura_fallocate(fs, fd, FALLOC_FL_KEEP_SIZE, 26000, 100000), 0);
+	EXPECT(kura_fstat(fs, fd, &st), 0);
+	CHECK(st.st_size == 26000, "size after keep-size allocate %lld", (long long)st.st_size);
+	EXPECT(kura_fallocate(fs, fd, 0, 26000, 100000), 0);
+	EXPECT(kura_fstat(fs, fd, &st), 0);
+	CHECK(st.st_size == 126000, "size after allocate %lld", (long long)st.st_size);
+	EXPECT(kura_pread(fs, fd, b, 100000, 26000), 100000);
+	CHECK(all_bytes(b, 100000, 0), "allocated range is not zero");
+	EXPECT_ERR(kura_fallocate(fs, fd, FALLOC_FL_PUNCH_HOLE, 0, 4096), EOPNOTSUPP);
+	EXPECT_ERR(kura_fallocate(fs, fd, FALLOC_FL_COLLAPSE_RANGE, 0, 4096), EOPNOTSUPP);
+	EXPECT_ERR(kura_fallocate(fs, fd, FALLOC_FL_INSERT_RANGE, 0, 4096), EOPNOTSUPP);
+	EXPECT_ERR(kura_fallocate(fs, fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, 0, 4096),
+		   EOPNOTSUPP);
+	kura_close(fs, fd);
+	EXPECT(kura_unlink(fs, "/sparse"), 0);
+
+	EXPECT(kura_mknod(fs, "/node", S_IFREG | 0640), 0);
+	EXPECT(kura_stat(fs, "/node", &st), 0);
+	CHECK(S_ISREG(st.st_mode) && (st.st_mode & 07777) == 0640 && st.st_size == 0, "mknod S_IFREG: mode %o",
+	      st.st_mode);
+	EXPECT_ERR(kura_mknod(fs, "/fifo", S_IFIFO | 0644), EOPNOTSUPP);
+	EXPECT_ERR(kura_mknod(fs, "/chr", S_IFCHR | 0644), EOPNOTSUPP);
+	EXPECT_ERR(kura_mknod(fs, "/sock", S_IFSOCK | 0644), EOPNOTSUPP);
+	EXPECT_ERR(kura_stat(fs, "/fifo", &st), ENOENT);
+
+	/* Modes are stored as given (& 07777): no umask in the engine. */
+	EXPECT(kura_chmod(fs, "/node", 07755), 0);
+	EXPECT(kura_stat(fs, "/node", &st), 0);
+	CHECK((st.st_mode & 07777) == 07755, "chmod 07755 gave %o", st.st_mode & 07777);
+	EXPECT(kura_mkdir(fs, "/m777", 0777), 0);
+	EXPECT(kura_stat(fs, "/m777", &st), 0);
+	CHECK((st.st_mode & 07777) == 0777, "mkdir 0777 gave %o", st.st_mode & 07777);
+
+	struct timespec ts[2] = {{1000000, 5}, {2000000, 7}};
+	EXPECT(kura_utimens(fs, "/node", ts, 0), 0);
+	EXPECT(kura_stat(fs, "/node", &st), 0);
+	CHECK(st.st_atim.tv_sec == 1000000 && st.st_atim.tv_nsec == 5 && st.st_mtim.tv_sec == 2000000 &&
+		  st.st_mtim.tv_nsec == 7,
+	      "utimens: atime %lld.%ld mtime %lld.%ld", (long long)st.st_atim.tv_sec, st.st_atim.tv_nsec,
+	      (long long)st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+	EXPECT(kura_unlink(fs, "/node"), 0);
+}
+
+static void test_unlink_open(void)
+{
+	section = "unlink while open";
+	struct stat st;
+	struct kura_info i0, i1, i2;
+	unsigned char b[70000];
+	memset(b, 'u', sizeof b);
+	EXPECT(create_file("/orph", b, sizeof b), 0);
+	int fd = EXPECT_OK(kura_open(fs, "/orph", O_RDWR, 0));
+	EXPECT(kura_info(fs, &i0), 0);
+	EXPECT(kura_unlink(fs, "/orph"), 0);
+	EXPECT_ERR(kura_stat(fs, "/orph", &st), ENOENT);
+	EXPECT(kura_fstat(fs, fd, &st), 0);
+	CHECK(st.st_nlink == 0 && st.st_size == (off_t)sizeof b, "fstat of unlinked: nlink %lu size %lld",
+	      (unsigned long)st.st_nlink, (long long)st.st_size);
+	EXPECT(kura_info(fs, &i1), 0);
+	CHECK(i1.orphans == i0.orphans + 1, "orphans %" PRIu64 " -> %" PRIu64 ", expected +1", i0.orphans,
+	      i1.orphans);
+	CHECK(i1.files == i0.files - 1 || i1.files == i0.files,
+	      "files %" PRIu64 " -> %" PRIu64 " after unlinking an open file", i0.files, i1.files);
+	memset(b, 0, sizeof b);
+	EXPECT(kura_pread(fs, fd, b, sizeof b, 0), sizeof b);
+	CHECK(all_bytes(b, sizeof b, 'u'), "unlinked file lost its data");
+	EXPECT(kura_pwrite(fs, fd, "more", 4, sizeof b), 4);
+	EXPECT(kura_pread(fs, fd, b, 10, sizeof b), 4);
+	CHECK(!memcmp(b, "more", 4), "write to unlinked file");
+	/* A new file of the same name is a different file. */
+	EXPECT(create_file("/orph", "new", 3), 0);
+	EXPECT(kura_pread(fs, fd, b, 4, 0), 4);
+	CHECK(!memcmp(b, "uuuu", 4), "old descriptor sees the new file");
+	EXPECT(kura_unlink(fs, "/orph"), 0);
+	EXPECT(kura_close(fs, fd), 0);
+	EXPECT(kura_info(fs, &i2), 0);
+	CHECK(i2.orphans == i0.orphans, "orphans after close %" PRIu64 ", before %" PRIu64, i2.orphans, i0.orphans);
+	CHECK(i0.block_size && i2.blocks_free + 2 >= i0.blocks_free + sizeof b / i0.block_size,
+	      "blocks_free %" PRIu64 " before, %" PRIu64 " after the orphan was closed", i0.blocks_free,
+	      i2.blocks_free);
+}
+
+/* ---- directories -------------------------------------------------------- */
+
+struct seen {
+	char **names;
+	int *count;
+	size_t n;
+};
+
+static int find_name(char **names, size_t n, const char *name)
+{
+	/* names are "e<number>": index directly. */
+	if (name[0] != 'e')
+		return -1;
+	char *end;
+	long i = strtol(name + 1, &end, 10);
+	if (*end || i < 0 || (size_t)i >= n || strcmp(names[i], name))
+		return -1;
+	return (int)i;
+}
+
+static void test_readdir_cookies(void)
+{
+	section = "readdir cookies";
+	enum { N = 5000 };
+	char p[300];
+	EXPECT(kura_mkdir(fs, "/rd", 0755), 0);
+	int made = 0;
+	for (int i = 0; i < N; i++) {
+		snprintf(p, sizeof p, "/rd/e%d", i);
+		made += kura_mknod(fs, p, S_IFREG | 0644) == 0;
+	}
+	CHECK(made == N, "created %d of %d entries", made, N);
+
+	int err = 0;
+	kura_dir *d = kura_opendir(fs, "/rd", &err);
+	if (!CHECK(d != NULL, "opendir /rd: %s", en(err)))
+		return;
+	struct kura_dirent e;
+	char (*first)[256] = calloc(N + 2, 256);
+	int n = 0;
+	while (n < N + 2 && kura_readdir(d, &e) == 1)
+		memcpy(first[n++], e.name, 256);
+	CHECK(n == N + 2, "readdir returned %d entries, expected %d", n, N + 2);
+	CHECK(n >= 2 && !strcmp(first[0], ".") && !strcmp(first[1], ".."), "'.' and '..' are not first: '%s' '%s'",
+	      first[0], first[1]);
+
+	/* telldir/seekdir resume at the same place. */
+	kura_rewinddir(d);
+	for (int i = 0; i < 100; i++)
+		kura_readdir(d, &e);
+	long pos = kura_telldir(d);
+	char after[50][256];
+	int ok = 1;
+	for (int i = 0; i < 50; i++) {
+		ok &= kura_readdir(d, &e) == 1;
+		memcpy(after[i], e.name, 256);
+	}
+	kura_seekdir(d, pos);
+	for (int i = 0; i < 50; i++) {
+		ok &= kura_readdir(d, &e) == 1;
+		ok &= !strcmp(after[i], e.name);
+	}
+	CHECK(ok, "seekdir(telldir) does not resume at the same entry");
+	CHECK(!strcmp(after[0], first[100]), "after rewinddir + 100 entries got '%s', first pass had '%s'", after[0],
+	      first[100]);
+	/* next_cookie resumes right after its entry. */
+	kura_rewinddir(d);
+	uint64_t cookie = 0;
+	for (int i = 0; i < 300; i++) {
+		kura_readdir(d, &e);
+		if (i == 199)
+			cookie = e.next_cookie;
+	}
+	kura_seekdir(d, (long)cookie);
+	CHECK(kura_readdir(d, &e) == 1 && !strcmp(e.name, first[200]), "seekdir(next_cookie of #199) gave '%s', want '%s'",
+	      e.name, first[200]);
+	/* A cookie taken then used on a fresh handle works too. */
+	kura_closedir(d);
+	d = kura_opendir(fs, "/rd", &err);
+	if (d) {
+		kura_seekdir(d, (long)cookie);
+		CHECK(kura_readdir(d, &e) == 1 && !strcmp(e.name, first[200]),
+		      "cookie on a new handle gave '%s', want '%s'", e.name, first[200]);
+		kura_closedir(d);
+	}
+	free(first);
+
+	/* Stable entries e0..e4999 stay; v<k> entries come and go between
+	 * readdir calls.  Every stable entry must appear exactly once and no
+	 * name twice. */
+	enum { V = 20000 };
+	char **names = malloc(N * sizeof *names);
+	int *cnt = calloc(N, sizeof *cnt);
+	for (int i = 0; i < N; i++) {
+		names[i] = malloc(16);
+		snprintf(names[i], 16, "e%d", i);
+	}
+	int nextv = 0, oldestv = 0, vseen = 0, dup_v = 0, bad = 0;
+	unsigned char *vcnt = calloc(V, 1);
+	for (; nextv < 500; nextv++) {
+		snprintf(p, sizeof p, "/rd/v%d", nextv);
+		kura_mknod(fs, p, S_IFREG | 0644);
+	}
+	d = kura_opendir(fs, "/rd", &err);
+	if (!CHECK(d != NULL, "opendir /rd: %s", en(err)))
+		return;
+	int calls = 0, r;
+	while ((r = kura_readdir(d, &e)) == 1) {
+		if (!strcmp(e.name, ".") || !strcmp(e.name, ".."))
+			continue;
+		int i = find_name(names, N, e.name);
+		if (i >= 0)
+			cnt[i]++;
+		else if (e.name[0] == 'v') {
+			long v = strtol(e.name + 1, NULL, 10);
+			if (v >= 0 && v < V && vcnt[v]++)
+				dup_v++;
+			vseen++;
+		} else
+			bad++;
+		if (++calls % 7 == 0 && nextv + 4 < V) {
+			/* Churn: two removals and four additions. */
+			for (int k = 0; k < 2 && oldestv < nextv; k++, oldestv++) {
+				snprintf(p, sizeof p, "/rd/v%d", oldestv);
+				kura_unlink(fs, p);
+			}
+			for (int k = 0; k < 4; k++, nextv++) {
+				snprintf(p, sizeof p, "/rd/v%d", nextv);
+				kura_mknod(fs, p, S_IFREG | 0644);
+			}
+		}
+	}
+	CHECK(r == 0, "readdir ended with %d (%s)", r, en(r));
+	kura_closedir(d);
+	int missing = 0, twice = 0, first_missing = -1, first_twice = -1;
+	for (int i = 0; i < N; i++) {
+		if (cnt[i] == 0 && missing++ == 0)
+			first_missing = i;
+		if (cnt[i] > 1 && twice++ == 0)
+			first_twice = i;
+	}
+	CHECK(missing == 0, "%d stable entries skipped during churn (first: e%d)", missing, first_missing);
+	CHECK(twice == 0, "%d stable entries returned twice during churn (first: e%d)", twice, first_twice);
+	CHECK(dup_v == 0, "%d churned entries returned twice", dup_v);
+	CHECK(bad == 0, "%d unknown names returned", bad);
+	printf("  readdir churn: %d calls, %d churned names seen, %d added, %d removed\n", calls, vseen, nextv - 500,
+	       oldestv);
+
+	/* Clean up through a fresh listing: it must hold exactly what's left. */
+	d = kura_opendir(fs, "/rd", &err);
+	int left = 0;
+	while (d && kura_readdir(d, &e) == 1)
+		if (strcmp(e.name, ".") && strcmp(e.name, ".."))
+			left++;
+	if (d)
+		kura_closedir(d);
+	CHECK(left == N + (nextv - oldestv), "listing after churn has %d entries, expected %d", left,
+	      N + (nextv - oldestv));
+	for (int i = 0; i < N; i++) {
+		snprintf(p, sizeof p, "/rd/e%d", i);
+		kura_unlink(fs, p);
+		free(names[i]);
+	}
+	for (int v = oldestv; v < nextv; v++) {
+		snprintf(p, sizeof p, "/rd/v%d", v);
+		kura_unlink(fs, p);
+	}
+	EXPECT(kura_rmdir(fs, "/rd"), 0);
+	free(names);
+	free(cnt);
+	free(vcnt);
+}
+
+static void test_big_dir(void)
+{
+	section = "50k directory";
+	enum { N = 50000 };
+	char p[64];
+	struct stat st;
+	struct kura_info i0, i1;
+	EXPECT(kura_mkdir(fs, "/big", 0755), 0);
+	EXPECT(kura_info(fs, &i0), 0);
+	int fails = 0, first = -1;
+	long ferr = 0;
+	for (int i = 0; i < N; i++) {
+		snprintf(p, sizeof p, "/big/file-%07d", i);
+		int fd = kura_open(fs, p, O_CREAT | O_EXCL | O_WRONLY, 0600);
+		if (fd >= 0 && i % 1000 == 0)
+			kura_write(fs, fd, p, strlen(p));
+		if (fd < 0 && fails++ == 0)
+			first = i, ferr = fd;
+		if (fd >= 0)
+			kura_close(fs, fd);
+	}
+	CHECK(fails == 0, "%d creates failed (first #%d: %s)", fails, first, en(ferr));
+	EXPECT(kura_info(fs, &i1), 0);
+	CHECK(i1.files == i0.files + N, "info.files %" PRIu64 " -> %" PRIu64 ", expected +%d", i0.files, i1.files, N);
+	remount();
+	fails = 0;
+	for (int i = 0; i < N; i++) {
+		snprintf(p, sizeof p, "/big/file-%07d", i);
+		int r = kura_stat(fs, p, &st);
+		if ((r != 0 || !S_ISREG(st.st_mode) || st.st_size != (i % 1000 ? 0 : (off_t)strlen(p))) && fails++ == 0)
+			first = i, ferr = r;
+	}
+	CHECK(fails == 0, "%d stats wrong (first #%d: %s)", fails, first, en(ferr));
+	EXPECT_ERR(kura_stat(fs, "/big/file-9999999", &st), ENOENT);
+	int err = 0, n = 0;
+	kura_dir *d = kura_opendir(fs, "/big", &err);
+	struct kura_dirent e;
+	while (d && kura_readdir(d, &e) == 1)
+		n++;
+	if (d)
+		kura_closedir(d);
+	CHECK(n == N + 2, "readdir of the big directory: %d entries, expected %d", n, N + 2);
+	EXPECT_ERR(kura_rmdir(fs, "/big"), ENOTEMPTY);
+	fails = 0;
+	for (int i = 0; i < N; i++) {
+		snprintf(p, sizeof p, "/big/file-%07d", i);
+		int r = kura_unlink(fs, p);
+		if (r != 0 && fails++ == 0)
+			first = i, ferr = r;
+	}
+	CHECK(fails == 0, "%d unlinks failed (first #%d: %s)", fails, first, en(ferr));
+	n = 0;
+	d = kura_opendir(fs, "/big", &err);
+	while (d && kura_readdir(d, &e) == 1)
+		n++;
+	if (d)
+		kura_closedir(d);
+	CHECK(n == 2, "emptied big directory lists %d entries", n);
+	EXPECT(kura_rmdir(fs, "/big"), 0);
+	EXPECT(kura_info(fs, &i1), 0);
+	CHECK(i1.files == i0.files, "info.files %" PRIu64 " after deleting all, was %" PRIu64, i1.files, i0.files);
+}
+
+/* ---- big file and space accounting -------------------------------------- */
+
+static void test_big_file(void)
+{
+	section = "200 MiB file";
+	size_t n = 200u << 20;
+	uint64_t *w = malloc(n), *r = malloc(n);
+	if (!w || !r) {
+		printf("FAIL [%s]: out of memory\n", section);
+		nfail++;
+		free(w);
+		free(r);
+		return;
+	}
+	for (size_t i = 0; i < n / 8; i++)
+		w[i] = i * 0x9e3779b97f4a7c15ull;
+	struct statvfs s0, s1, s2;
+	EXPECT(kura_statvfs(fs, &s0), 0);
+	int fd = EXPECT_OK(kura_open(fs, "/bigfile", O_CREAT | O_RDWR, 0644));
+	EXPECT(kura_pwrite(fs, fd, w, n, 0), (long)n);
+	EXPECT(kura_statvfs(fs, &s1), 0);
+	uint64_t used = (s0.f_bfree - s1.f_bfree) * s0.f_frsize;
+	CHECK(s1.f_bfree < s0.f_bfree && used >= n, "statvfs: %" PRIu64 " bytes accounted for a %zu-byte file",
+	      used, n);
+	remount();
+	fd = EXPECT_OK(kura_open(fs, "/bigfile", O_RDONLY, 0));
+	memset(r, 0, n);
+	EXPECT(kura_pread(fs, fd, r, n, 0), (long)n);
+	CHECK(!memcmp(w, r, n), "200 MiB file reads back different");
+	memset(r, 0, n);
+	size_t got = 0;
+	for (;;) {
+		ssize_t k = kura_read(fs, fd, (char *)r + got, 3 << 20);
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	CHECK(got == n && !memcmp(w, r, n), "chunked read back: %zu bytes, contents %s", got,
+	      memcmp(w, r, n) ? "differ" : "match");
+	kura_close(fs, fd);
+	EXPECT(kura_unlink(fs, "/bigfile"), 0);
+	EXPECT(kura_statvfs(fs, &s2), 0);
+	CHECK(s2.f_bfree >= s0.f_bfree - 4 && s2.f_bfree > s1.f_bfree,
+	      "statvfs free blocks: %lu before, %lu with the file, %lu after unlink", (unsigned long)s0.f_bfree,
+	      (unsigned long)s1.f_bfree, (unsigned long)s2.f_bfree);
+	free(w);
+	free(r);
+}
+
+static void test_statvfs_info(void)
+{
+	section = "statvfs/info";
+	struct statvfs s0, s1, s2;
+	struct kura_info i0, i1, i2;
+	EXPECT(kura_statvfs(fs, &s0), 0);
+	EXPECT(kura_info(fs, &i0), 0);
+	CHECK(s0.f_blocks > 0 && s0.f_bfree <= s0.f_blocks && s0.f_bavail <= s0.f_bfree && s0.f_frsize > 0,
+	      "statvfs: blocks %lu bfree %lu bavail %lu frsize %lu", (unsigned long)s0.f_blocks,
+	      (unsigned long)s0.f_bfree, (unsigned long)s0.f_bavail, (unsigned long)s0.f_frsize);
+	CHECK(s0.f_namemax == 255, "f_namemax %lu", (unsigned long)s0.f_namemax);
+	CHECK(s0.f_blocks * s0.f_frsize <= POOL_SIZE, "statvfs claims %lu bytes in a %llu-byte pool",
+	      (unsigned long)(s0.f_blocks * s0.f_frsize), (unsigned long long)POOL_SIZE);
+	CHECK(i0.format_version > 0 && i0.pool_size == POOL_SIZE && i0.block_size > 0 &&
+		  i0.blocks_free <= i0.blocks_total && i0.blocks_total * i0.block_size <= i0.pool_size,
+	      "info: version %u pool %" PRIu64 " block %" PRIu64 " total %" PRIu64 " free %" PRIu64,
+	      i0.format_version, i0.pool_size, i0.block_size, i0.blocks_total, i0.blocks_free);
+	CHECK(i0.persist && (!strcmp(i0.persist, "pmem") || !strcmp(i0.persist, "file")), "info.persist '%s'",
+	      i0.persist ? i0.persist : "(null)");
+
+	static unsigned char b[1 << 20];
+	memset(b, 's', sizeof b);
+	EXPECT(kura_mkdir(fs, "/sv", 0755), 0);
+	EXPECT(create_file("/sv/one", b, sizeof b), 0);
+	EXPECT(kura_symlink(fs, "one", "/sv/link"), 0);
+	EXPECT(kura_statvfs(fs, &s1), 0);
+	EXPECT(kura_info(fs, &i1), 0);
+	CHECK(s1.f_bfree + (sizeof b / s0.f_frsize) <= s0.f_bfree,
+	      "free blocks %lu -> %lu after writing 1 MiB", (unsigned long)s0.f_bfree, (unsigned long)s1.f_bfree);
+	CHECK(s0.f_files == 0 || s1.f_ffree < s0.f_ffree, "free inodes %lu -> %lu after creating 3 objects",
+	      (unsigned long)s0.f_ffree, (unsigned long)s1.f_ffree);
+	CHECK(i1.files == i0.files + 1 && i1.directories == i0.directories + 1 && i1.symlinks == i0.symlinks + 1,
+	      "info counts files %" PRIu64 "->%" PRIu64 " dirs %" PRIu64 "->%" PRIu64 " symlinks %" PRIu64 "->%" PRIu64,
+	      i0.files, i1.files, i0.directories, i1.directories, i0.symlinks, i1.symlinks);
+	CHECK(i1.block_size && i1.blocks_free + sizeof b / i1.block_size <= i0.blocks_free, "info.blocks_free %" PRIu64 " -> %" PRIu64,
+	      i0.blocks_free, i1.blocks_free);
+	/* Hard links add no file. */
+	EXPECT(kura_link(fs, "/sv/one", "/sv/two"), 0);
+	EXPECT(kura_info(fs, &i2), 0);
+	CHECK(i2.files == i1.files, "info.files %" PRIu64 " -> %" PRIu64 " after link", i1.files, i2.files);
+	EXPECT(kura_unlink(fs, "/sv/one"), 0);
+	EXPECT(kura_unlink(fs, "/sv/two"), 0);
+	EXPECT(kura_unlink(fs, "/sv/link"), 0);
+	EXPECT(kura_rmdir(fs, "/sv"), 0);
+	EXPECT(kura_statvfs(fs, &s2), 0);
+	EXPECT(kura_info(fs, &i2), 0);
+	CHECK(s2.f_bfree > s1.f_bfree && s2.f_bfree + 4 >= s0.f_bfree, "free blocks %lu, %lu, then %lu after delete",
+	      (unsigned long)s0.f_bfree, (unsigned long)s1.f_bfree, (unsigned long)s2.f_bfree);
+	CHECK(s0.f_files == 0 || s2.f_ffree == s0.f_ffree, "free inodes %lu -> %lu after deleting everything",
+	      (unsigned long)s0.f_ffree, (unsigned long)s2.f_ffree);
+	CHECK(i2.files == i0.files && i2.directories == i0.directories && i2.symlinks == i0.symlinks,
+	      "info counts did not return: files %" PRIu64 " dirs %" PRIu64 " symlinks %" PRIu64, i2.files,
+	      i2.directories, i2.symlinks);
+}
+
+/* ---- mount options ------------------------------------------------------ */
+
+static void test_read_only(void)
+{
+	section = "read-only mount";
+	EXPECT(create_file("/ro-file", "data", 4), 0);
+	EXPECT(kura_mkdir(fs, "/ro-dir", 0755), 0);
+	EXPECT(kura_unmount(fs), 0);
+	struct kura_mount_opts o = {.read_only = 1};
+	int err = 0;
+	fs = kura_mount(pool, &o, &err);
+	if (!CHECK(fs != NULL, "read-only mount failed: %s (%s)", en(err), kura_last_error())) {
+		mount_rw();
+		return;
+	}
+	char b[8];
+	struct stat st;
+	int fd = EXPECT_OK(kura_open(fs, "/ro-file", O_RDONLY, 0));
+	if (fd >= 0) {
+		EXPECT(kura_read(fs, fd, b, sizeof b), 4);
+		EXPECT_ERR(kura_write(fs, fd, "x", 1), EBADF);
+		EXPECT_ERR(kura_fchmod(fs, fd, 0600), EROFS);
+		kura_close(fs, fd);
+	}
+	EXPECT(kura_stat(fs, "/ro-file", &st), 0);
+	EXPECT_ERR(kura_open(fs, "/ro-file", O_WRONLY, 0), EROFS);
+	EXPECT_ERR(kura_open(fs, "/ro-file", O_RDWR, 0), EROFS);
+	EXPECT_ERR(kura_open(fs, "/ro-new", O_CREAT | O_WRONLY, 0644), EROFS);
+	EXPECT_ERR(kura_mkdir(fs, "/ro-new", 0755), EROFS);
+	EXPECT_ERR(kura_rmdir(fs, "/ro-dir"), EROFS);
+	EXPECT_ERR(kura_unlink(fs, "/ro-file"), EROFS);
+	EXPECT_ERR(kura_rename(fs, "/ro-file", "/ro-2", 0), EROFS);
+	EXPECT_ERR(kura_link(fs, "/ro-file", "/ro-2"), EROFS);
+	EXPECT_ERR(kura_symlink(fs, "x", "/ro-2"), EROFS);
+	EXPECT_ERR(kura_chmod(fs, "/ro-file", 0600), EROFS);
+	EXPECT_ERR(kura_truncate(fs, "/ro-file", 0), EROFS);
+	EXPECT_ERR(kura_mknod(fs, "/ro-2", S_IFREG | 0644), EROFS);
+	EXPECT_ERR(kura_utimens(fs, "/ro-file", NULL, 0), EROFS);
+	EXPECT(kura_unmount(fs), 0);
+	mount_rw();
+	EXPECT(kura_stat(fs, "/ro-file", &st), 0);
+	CHECK(st.st_size == 4, "file changed by read-only mount: size %lld", (long long)st.st_size);
+	EXPECT(kura_unlink(fs, "/ro-file"), 0);
+	EXPECT(kura_rmdir(fs, "/ro-dir"), 0);
+}
+
+static void quiet(void *ctx, const char *line)
+{
+	(void)ctx, (void)line;
+}
+
+static void test_pool_errors(void)
+{
+	section = "pool errors";
+	int err = 0;
+	/* mkfs refuses a non-empty existing file without force. */
+	EXPECT_ERR(kura_mkfs(pool, POOL_SIZE, 0), EEXIST);
+	char bad[300];
+	snprintf(bad, sizeof bad, "%s.missing", pool);
+	kura_fs *f = kura_mount(bad, NULL, &err);
+	CHECK(!f && err < 0, "mount of a missing pool: %p err %d", (void *)f, err);
+	const char *why = kura_last_error();
+	CHECK(why && strstr(why, bad), "kura_last_error does not name the pool: '%s'", why ? why : "(null)");
+	snprintf(bad, sizeof bad, "%s.garbage", pool);
+	FILE *g = fopen(bad, "w");
+	if (g) {
+		for (int i = 0; i < (8 << 20) / 16; i++)
+			fputs("not a kura pool\n", g);
+		fclose(g);
+		err = 0;
+		f = kura_mount(bad, NULL, &err);
+		CHECK(!f && err < 0, "mount of a garbage file: %p err %d", (void *)f, err);
+		if (f)
+			kura_unmount(f);
+		CHECK(kura_fsck(bad, 0, quiet, NULL) != 0, "fsck of a garbage file reports nothing");
+		unlink(bad);
+	}
+	EXPECT_ERR(kura_mkfs(bad, KURA_MIN_POOL_SIZE - 4096, 0), EINVAL);
+	unlink(bad);
+}
+
+static void fsck_line(void *ctx, const char *line)
+{
+	(void)ctx;
+	printf("  fsck: %s\n", line);
+}
+
+int main(void)
+{
+	snprintf(pool, sizeof pool, "/dev/shm/kura-api-%d.pool", (int)getpid());
+	int r = kura_mkfs(pool, POOL_SIZE, 1);
+	if (r < 0) {
+		printf("FATAL: kura_mkfs(%s): %s (%s)\n", pool, en(r), kura_last_error());
+		return 1;
+	}
+	mount_rw();
+	struct {
+		const char *name;
+		void (*fn)(void);
+	} tests[] = {
+	    {"name errors", test_name_errors},     {"symlinks", test_symlinks},
+	    {"descriptors", test_descriptors},     {"append", test_append},
+	    {"sparse/truncate", test_sparse_truncate}, {"unlink while open", test_unlink_open},
+	    {"statvfs/info", test_statvfs_info},   {"readdir cookies", test_readdir_cookies},
+	    {"50k directory", test_big_dir},       {"200 MiB file", test_big_file},
+	    {"read-only mount", test_read_only},   {"pool errors", test_pool_errors},
+	};
+	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+		int f0 = nfail;
+		tests[i].fn();
+		printf("%-20s %s\n", tests[i].name, nfail == f0 ? "ok" : "FAILED");
+		fflush(stdout);
+	}
+	section = "final fsck";
+	EXPECT(kura_unmount(fs), 0);
+	EXPECT(kura_fsck(pool, 0, fsck_line, NULL), 0);
+	unlink(pool);
+	printf("%d passed, %d failed\n", npass, nfail);
+	return nfail ? 1 : 0;
+}
