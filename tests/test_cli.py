@@ -466,6 +466,38 @@ def test_export_creates_missing_parents(pool, scratch):
     assert (out / "f").read_text() == "f\n"
 
 
+def test_round_trip_wide_and_deep(pool, scratch):
+    src = scratch / "src"
+    wide = src / "wide"
+    wide.mkdir(parents=True)
+    for i in range(3000):
+        (wide / f"entry-{i:05d}").write_bytes(b"%d\n" % i)
+    deep = src
+    for i in range(120):
+        deep = deep / f"level{i:03d}"
+    deep.mkdir(parents=True)
+    (deep / "bottom").write_text("bottom\n")
+    snap = round_trip(pool, src, scratch)
+    assert len(snap) == 1 + 3000 + 120 + 1
+    assert len(out_text(ok("ls", f"{pool}:/t/wide")).splitlines()) == 3000
+
+
+def test_import_into_full_pool_fails_cleanly(scratch):
+    p = scratch / "small.pool"
+    ok("mkfs", p, "--size", "8M")
+    src = scratch / "src"
+    src.mkdir()
+    (src / "fits").write_bytes(b"small\n")
+    (src / "huge").write_bytes(os.urandom(20 * MiB))
+    r = run("import", src, f"{p}:/full")
+    assert r.returncode == 1
+    assert "/full/huge: No space left on device" in err_text(r), err_text(r)
+    # No truncated leftover; the pool stays usable and consistent.
+    assert "huge" not in out_text(ok("ls", f"{p}:/full")).split()
+    ok("info", p)
+    ok("fsck", p)
+
+
 def copy_source_tree(src, scratch, name):
     """Snapshot a live tree first: other engineers may edit it mid-test."""
     dst = scratch / name

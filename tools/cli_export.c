@@ -159,16 +159,22 @@ static void export_file(struct exp *c, int dfd, const char *name, const char *hp
 		kura_close(c->fs, kfd);
 		return;
 	}
-	if (copy_data(c, kfd, fd, kpath, hpath) == 0) {
-		if (c->as_root && fchown(fd, st->st_uid, st->st_gid) < 0)
-			fail(c, hpath, errno);
-		else if (fchmod(fd, st->st_mode & 07777) < 0)
-			fail(c, hpath, errno);
-		else if (futimens(fd, ts) < 0)
-			fail(c, hpath, errno);
-		else if (st->st_nlink > 1 && cli_linkmap_put(c->links, 0, st->st_ino, hpath) < 0)
-			fail(c, hpath, ENOMEM);
+	if (copy_data(c, kfd, fd, kpath, hpath) < 0) {
+		/* A truncated copy with placeholder mode looks like a real file;
+		 * better to leave nothing. */
+		close(fd);
+		unlinkat(dfd, name, 0);
+		kura_close(c->fs, kfd);
+		return;
 	}
+	if (c->as_root && fchown(fd, st->st_uid, st->st_gid) < 0)
+		fail(c, hpath, errno);
+	else if (fchmod(fd, st->st_mode & 07777) < 0)
+		fail(c, hpath, errno);
+	else if (futimens(fd, ts) < 0)
+		fail(c, hpath, errno);
+	else if (st->st_nlink > 1 && cli_linkmap_put(c->links, 0, st->st_ino, hpath) < 0)
+		fail(c, hpath, ENOMEM);
 	if (close(fd) < 0)
 		fail(c, hpath, errno);
 	kura_close(c->fs, kfd);

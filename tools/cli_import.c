@@ -204,17 +204,23 @@ static void import_file(struct imp *c, int dfd, const char *name, const char *sp
 		close(fd);
 		return;
 	}
-	if (copy_data(c, fd, kfd, spath, kpath) == 0) {
-		if (c->as_root && (r = kura_fchown(c->fs, kfd, st->st_uid, st->st_gid)) < 0)
-			fail(c, kpath, -r);
-		else if ((r = kura_fchmod(c->fs, kfd, st->st_mode & 07777)) < 0)
-			fail(c, kpath, -r);
-		else if ((r = kura_futimens(c->fs, kfd, times_of(st, ts))) < 0)
-			fail(c, kpath, -r);
-		else if (st->st_nlink > 1 &&
-			 cli_linkmap_put(c->links, st->st_dev, st->st_ino, kpath) < 0)
-			fail(c, kpath, ENOMEM);
+	if (copy_data(c, fd, kfd, spath, kpath) < 0) {
+		/* A truncated copy with placeholder mode looks like a real file;
+		 * better to leave nothing. */
+		kura_close(c->fs, kfd);
+		kura_unlink(c->fs, kpath);
+		close(fd);
+		return;
 	}
+	if (c->as_root && (r = kura_fchown(c->fs, kfd, st->st_uid, st->st_gid)) < 0)
+		fail(c, kpath, -r);
+	else if ((r = kura_fchmod(c->fs, kfd, st->st_mode & 07777)) < 0)
+		fail(c, kpath, -r);
+	else if ((r = kura_futimens(c->fs, kfd, times_of(st, ts))) < 0)
+		fail(c, kpath, -r);
+	else if (st->st_nlink > 1 &&
+		 cli_linkmap_put(c->links, st->st_dev, st->st_ino, kpath) < 0)
+		fail(c, kpath, ENOMEM);
 	r = kura_close(c->fs, kfd);
 	if (r < 0)
 		fail(c, kpath, -r);
