@@ -230,8 +230,10 @@ int cmd_fsck(int argc, char **argv)
 	 * are findings (stdout) or the reason the pool is unusable (stderr). */
 	r = kura_fsck(t.pool, repair, fsck_collect, &lines);
 	if (r < 0) {
+		/* The engine's own reason is more specific than strerror. */
+		if (lines.n == 0)
+			cli_err("fsck", t.pool, -r);
 		fsck_flush(&lines, stderr, "kura: fsck: ");
-		cli_err("fsck", t.pool, -r);
 		return 2;
 	}
 	fsck_flush(&lines, stdout, "");
