@@ -50,11 +50,14 @@ static const struct command commands[] = {
 	  "its parents; if it already is a directory SRC's contents go into it.\n"
 	  "Modes, times (ns), symlinks and hard links are kept; owners too when\n"
 	  "run as root.  FIFOs, sockets and devices are skipped with a warning.\n"
-	  "If the default pool is named and does not exist yet, it is created.\n" },
+	  "If the default pool is named and does not exist yet, it is created.\n"
+	  "SRC may also be a single regular file.  Exit status 1 if anything\n"
+	  "could not be copied (skipped special files do not count).\n" },
 	{ "export", cmd_export, "export POOL:/path DST",
 	  "Recreate the pool tree /path under the host directory DST (created if\n"
 	  "missing; /path's contents go into it).  Modes, times (ns), symlinks and\n"
-	  "hard links are kept; owners too when run as root.\n" },
+	  "hard links are kept; owners too when run as root.  If /path is a\n"
+	  "regular file it is copied into DST under its own name.\n" },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
