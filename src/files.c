@@ -170,8 +170,8 @@ static int do_open(struct kura_fs *fs, const char *path, int flags, mode_t mode,
 	if ((flags & O_CREAT) && (flags & O_EXCL))
 		return -EEXIST;
 	const struct kura_inode *ip = ino_get(fs, ino);
-	if (S_ISLNK(ip->mode))
-		return -ELOOP; /* O_NOFOLLOW on a symlink */
+	if (S_ISLNK(ip->mode)) /* O_NOFOLLOW on a symlink */
+		return flags & O_DIRECTORY ? -ENOTDIR : -ELOOP;
 	if (S_ISDIR(ip->mode)) {
 		if (acc != O_RDONLY || (flags & O_TRUNC) || ((flags & O_CREAT) && !w.dot && !(flags & O_DIRECTORY)))
 			return -EISDIR;
@@ -183,7 +183,8 @@ static int do_open(struct kura_fs *fs, const char *path, int flags, mode_t mode,
 		mask |= W_OK;
 	if ((err = perm_check(fs, ip, mask)))
 		return err;
-	if ((flags & O_TRUNC) && S_ISREG(ip->mode) && (acc != O_RDONLY)) {
+	/* Linux truncates on O_TRUNC even for O_RDONLY (write permission permitting). */
+	if ((flags & O_TRUNC) && S_ISREG(ip->mode)) {
 		if (fs->read_only)
 			return -EROFS;
 		if (ip->size && (err = inode_truncate(fs, ino, 0)))
@@ -200,6 +201,8 @@ int kura_open(kura_fs *fs, const char *path, int flags, mode_t mode)
 	}
 	if ((flags & O_ACCMODE) == O_ACCMODE)
 		return -EINVAL;
+	if ((flags & O_CREAT) && (flags & O_DIRECTORY))
+		return -EINVAL; /* as Linux since 6.4 */
 	int writes = (flags & O_ACCMODE) != O_RDONLY;
 	if (fs->read_only && writes)
 		return -EROFS;
@@ -310,6 +313,8 @@ static ssize_t write_at(struct kura_fs *fs, struct ofile *of, const void *buf, s
 		return -EBADF;
 	if (count > (size_t)SSIZE_MAX)
 		count = SSIZE_MAX;
+	if (count == 0)
+		return 0; /* as Linux: not even O_APPEND moves the offset */
 	int err = fs_begin(fs);
 	if (err)
 		return err;
@@ -432,15 +437,14 @@ out:
 	return (off_t)ret;
 }
 
+/* Linux checks the access mode before the file type for fallocate. */
 static int regular_writable(struct kura_fs *fs, struct ofile *of)
 {
 	const struct kura_inode *ip = ino_get(fs, of->ino);
-	if (!ip)
+	if (!ip || (of->flags & O_ACCMODE) == O_RDONLY)
 		return -EBADF;
 	if (S_ISDIR(ip->mode))
 		return -EISDIR;
-	if ((of->flags & O_ACCMODE) == O_RDONLY)
-		return -EBADF;
 	return 0;
 }
 
@@ -453,9 +457,8 @@ int kura_ftruncate(kura_fs *fs, int fd, off_t length)
 		return -EBADF;
 	int err = fs_begin(fs);
 	if (!err) {
-		err = regular_writable(fs, of);
-		if (err == -EBADF && (of->flags & O_ACCMODE) == O_RDONLY)
-			err = -EINVAL; /* Linux: EINVAL for a descriptor not open for writing */
+		/* Linux: EINVAL for anything not a regular file open for writing. */
+		err = regular_writable(fs, of) ? -EINVAL : 0;
 		if (!err)
 			err = inode_truncate(fs, of->ino, (uint64_t)length);
 		err = fs_end(fs, err);
@@ -467,6 +470,8 @@ int kura_ftruncate(kura_fs *fs, int fd, off_t length)
 int kura_fallocate(kura_fs *fs, int fd, int mode, off_t offset, off_t len)
 {
 	int known = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
+	if (offset < 0 || len <= 0)
+		return -EINVAL;
 	if (mode & ~known)
 		return -EOPNOTSUPP;
 	if ((mode & FALLOC_FL_PUNCH_HOLE) && (!(mode & FALLOC_FL_KEEP_SIZE) || (mode & FALLOC_FL_ZERO_RANGE)))
@@ -479,8 +484,6 @@ int kura_fallocate(kura_fs *fs, int fd, int mode, off_t offset, off_t len)
 	int err = fs_begin(fs);
 	if (!err) {
 		err = regular_writable(fs, of);
-		if (!err && (of->flags & O_APPEND) && (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)))
-			err = -EPERM;
 		if (!err)
 			err = inode_fallocate(fs, of->ino, mode, (uint64_t)offset, (uint64_t)len);
 		err = fs_end(fs, err);

@@ -216,10 +216,11 @@ static int do_link(struct kura_fs *fs, const char *oldpath, const char *newpath)
 	if (err)
 		return err;
 	const struct kura_inode *ip = ino_get(fs, o.ino);
-	if (S_ISDIR(ip->mode))
-		return -EPERM;
+	/* Linux resolves the new name before refusing a directory. */
 	if ((err = walk_new(fs, newpath, &n)))
 		return err;
+	if (S_ISDIR(ip->mode))
+		return -EPERM;
 	if (n.trailing_slash)
 		return -ENOENT;
 	if (ip->nlink >= KURA_LINK_MAX)
@@ -317,15 +318,22 @@ static void reparent(struct kura_fs *fs, uint64_t ino, uint64_t from, uint64_t t
 static int do_rename(struct kura_fs *fs, const char *oldpath, const char *newpath, unsigned flags)
 {
 	struct walk o, n;
-	int err = path_walk(fs, oldpath, WALK_PARENT, &o);
+	int err = path_walk(fs, oldpath, WALK_PARENT | WALK_DEFER_LONG, &o);
 	if (err)
 		return err;
-	if ((err = path_walk(fs, newpath, WALK_PARENT, &n)))
+	if ((err = path_walk(fs, newpath, WALK_PARENT | WALK_DEFER_LONG, &n)))
 		return err;
-	if (o.len == 0 || o.dot || n.len == 0 || n.dot)
+	/* Linux's order: the old name's lookup, then the new name's. */
+	if (o.toolong)
+		return -ENAMETOOLONG;
+	if (o.len == 0 || o.dot)
 		return -EBUSY;
 	if (!o.ino)
 		return -ENOENT;
+	if (n.toolong)
+		return -ENAMETOOLONG;
+	if (n.len == 0 || n.dot)
+		return -EBUSY;
 	const struct kura_inode *sip = ino_get(fs, o.ino);
 	int src_dir = S_ISDIR(sip->mode);
 	if ((o.trailing_slash || n.trailing_slash) && !src_dir)
@@ -341,6 +349,9 @@ static int do_rename(struct kura_fs *fs, const char *oldpath, const char *newpat
 		return 0; /* the same file: POSIX says do nothing */
 	const struct kura_inode *tip = n.ino ? ino_get(fs, n.ino) : NULL;
 	int tgt_dir = tip && S_ISDIR(tip->mode);
+	/* A target that contains the source can never be emptied by this rename. */
+	if (tgt_dir && !(flags & RENAME_EXCHANGE) && is_within(fs, o.dir, n.ino))
+		return -ENOTEMPTY;
 	if (!sticky_ok(fs, odip, sip) || (tip && !sticky_ok(fs, ndip, tip)))
 		return -EPERM;
 	if (src_dir && is_within(fs, n.dir, o.ino))

@@ -74,9 +74,15 @@ int path_walk(const struct kura_fs *fs, const char *path, int flags, struct walk
 		while (*p == '/')
 			p++;
 		int last = !*p;
-		if (len > KURA_NAME_MAX)
-			return -ENAMETOOLONG;
 		int err = perm_check(fs, dip, X_OK);
+		if (len > KURA_NAME_MAX) {
+			/* rename resolves both parents before it judges either name */
+			if (!last || (flags & (WALK_PARENT | WALK_DEFER_LONG)) != (WALK_PARENT | WALK_DEFER_LONG))
+				return -ENAMETOOLONG;
+			w->dir = cur;
+			w->toolong = 1;
+			return 0;
+		}
 		if (err)
 			return err;
 		uint64_t child;

@@ -12,6 +12,7 @@
 enum {
 	WALK_FOLLOW = 1, /* follow a symlink in the last component */
 	WALK_PARENT = 2, /* stop at the last component's directory; a missing last component is not an error */
+	WALK_DEFER_LONG = 4, /* with WALK_PARENT: an over-long last name sets toolong instead of failing */
 };
 
 struct walk {
@@ -22,6 +23,7 @@ struct walk {
 	char name[KURA_NAME_MAX + 1];
 	int dot;               /* the last component was "." or ".." */
 	int trailing_slash;
+	int toolong;
 };
 
 int path_walk(const struct kura_fs *fs, const char *path, int flags, struct walk *w);
