@@ -498,6 +498,64 @@ def test_import_into_full_pool_fails_cleanly(scratch):
     ok("fsck", p)
 
 
+def test_concurrent_imports_into_one_pool(pool, scratch):
+    srcs = []
+    for k in range(3):
+        src = scratch / f"src{k}"
+        src.mkdir()
+        for i in range(150):
+            (src / f"k{k}-{i}").write_bytes(os.urandom(i * 97))
+        srcs.append(src)
+    env = dict(os.environ, TZ="UTC")
+    procs = [
+        subprocess.Popen([KURA_BIN, "import", str(src), f"{pool}:/c{k}"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        for k, src in enumerate(srcs)
+    ]
+    for proc in procs:
+        out, errb = proc.communicate(timeout=300)
+        assert proc.returncode == 0, errb.decode(errors="replace")
+    for k, src in enumerate(srcs):
+        out = scratch / f"out{k}"
+        ok("export", f"{pool}:/c{k}", out)
+        assert_same_tree(snapshot(src), snapshot(out))
+        diff_r(src, out)
+    ok("fsck", pool)
+
+
+def test_export_does_not_write_through_symlinks(pool, scratch):
+    src = scratch / "src"
+    src.mkdir()
+    (src / "x").write_text("from the pool\n")
+    ok("import", src, f"{pool}:/t")
+    victim = scratch / "victim"
+    victim.write_text("must stay\n")
+    out = scratch / "out"
+    out.mkdir()
+    (out / "x").symlink_to(victim)
+    ok("export", f"{pool}:/t", out)
+    assert victim.read_text() == "must stay\n"
+    assert not (out / "x").is_symlink()
+    assert (out / "x").read_text() == "from the pool\n"
+
+
+def test_file_over_directory_is_an_error(pool, scratch):
+    src = scratch / "src"
+    (src / "thing").mkdir(parents=True)
+    (src / "thing" / "inner").write_text("i\n")
+    ok("import", src, f"{pool}:/t")
+    src2 = scratch / "src2"
+    src2.mkdir()
+    (src2 / "thing").write_text("now a file\n")
+    (src2 / "other").write_text("o\n")
+    r = run("import", src2, f"{pool}:/t")
+    assert r.returncode == 1
+    assert "/t/thing: Is a directory" in err_text(r), err_text(r)
+    # The rest of the tree is still copied.
+    assert ok("cat", f"{pool}:/t/other").stdout == b"o\n"
+    assert ok("cat", f"{pool}:/t/thing/inner").stdout == b"i\n"
+
+
 def copy_source_tree(src, scratch, name):
     """Snapshot a live tree first: other engineers may edit it mid-test."""
     dst = scratch / name
