@@ -556,6 +556,17 @@ def test_file_over_directory_is_an_error(pool, scratch):
     assert ok("cat", f"{pool}:/t/thing/inner").stdout == b"i\n"
 
 
+def test_import_skips_its_own_pool(scratch):
+    src = scratch / "src"
+    src.mkdir()
+    (src / "a").write_text("a\n")
+    p = src / "inside.pool"
+    ok("mkfs", p, "--size", "16M")
+    r = ok("import", src, f"{p}:/me")
+    assert f"{p}: skipping the destination pool file itself" in err_text(r)
+    assert out_text(ok("ls", f"{p}:/me")).split() == ["a"]
+
+
 def copy_source_tree(src, scratch, name):
     """Snapshot a live tree first: other engineers may edit it mid-test."""
     dst = scratch / name
