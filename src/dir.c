@@ -147,6 +147,7 @@ static int split(struct kura_fs *fs, uint64_t dino, uint64_t i)
 	if (!bk)
 		return -EUCLEAN;
 	unsigned d = bk->depth;
+	uint32_t old_used = bk->used;
 	if (d == dip->dir_depth) {
 		int err = double_array(fs, dino);
 		if (err)
@@ -181,6 +182,9 @@ static int split(struct kura_fs *fs, uint64_t dino, uint64_t i)
 	tx_write(&fs->tx, block_off(ob), &oh, sizeof oh);
 	if (nkeep)
 		tx_write(&fs->tx, block_off(ob) + sizeof oh, keep, nkeep);
+	/* What moved out leaves zeros behind: fsck insists on a clean tail. */
+	if (old_used > nkeep)
+		tx_memset(&fs->tx, block_off(ob) + sizeof oh + nkeep, 0, old_used - nkeep);
 	tx_write(&fs->tx, block_off(nb), &nh, sizeof nh);
 	if (nmove)
 		tx_write(&fs->tx, block_off(nb) + sizeof nh, move, nmove);
