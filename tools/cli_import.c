@@ -174,7 +174,7 @@ static void import_file(struct imp *c, int dfd, const char *name, const char *sp
 		const char *first = cli_linkmap_get(c->links, st->st_dev, st->st_ino);
 		if (first) {
 			r = kura_link(c->fs, first, kpath);
-			if (r == -EEXIST && make_room(c, kpath) == 0)
+			if (r == -EEXIST && (r = make_room(c, kpath)) == 0)
 				r = kura_link(c->fs, first, kpath);
 			if (r == 0) {
 				cli_progress_add(1, 0);
