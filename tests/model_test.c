@@ -681,12 +681,14 @@ static void check_state(const char *why)
 	cmp_slots();
 	/* Two names share an inode in kura iff they share one in the reference:
 	 * the ino mapping must be a bijection on the names seen. */
-	qsort(pairs, npairs, sizeof *pairs, pair_cmp_k);
+	if (npairs > 1) /* qsort of an empty (NULL) array is undefined */
+		qsort(pairs, npairs, sizeof *pairs, pair_cmp_k);
 	for (size_t i = 1; i < npairs; i++)
 		if (pairs[i].k == pairs[i - 1].k && pairs[i].r != pairs[i - 1].r)
 			fail("checkpoint: /%s and /%s are one inode in kura, two in the reference", pairs[i - 1].rel,
 			     pairs[i].rel);
-	qsort(pairs, npairs, sizeof *pairs, pair_cmp_r);
+	if (npairs > 1)
+		qsort(pairs, npairs, sizeof *pairs, pair_cmp_r);
 	for (size_t i = 1; i < npairs; i++)
 		if (pairs[i].r == pairs[i - 1].r && pairs[i].k != pairs[i - 1].k)
 			fail("checkpoint: /%s and /%s are one inode in the reference, two in kura", pairs[i - 1].rel,
@@ -1081,11 +1083,6 @@ static void op_fallocate(void)
 		(long long)off, (long long)len);
 	long k = kura_fallocate(fs, slots[s].kfd, mode, off, len);
 	long r = kres(fallocate(slots[s].rfd, mode, off, len));
-	/* A directory descriptor is both read-only and not a regular file;
-	 * Linux tests the access mode first (EBADF), the engine the type
-	 * (EISDIR).  Either error is a correct answer. */
-	if (slots[s].isdir && r == -EBADF && k == -EISDIR)
-		k = r;
 	cmp_ret("fallocate", k, r);
 }
 
