@@ -405,6 +405,16 @@ static void test_append(void)
 	EXPECT(kura_lseek(fs, a, 0, SEEK_CUR), 24);
 	EXPECT(kura_pread(fs, w, b, sizeof b, 0), 24);
 	CHECK(!memcmp(b, "0123456789AB\0\0\0\0\0\0\0\0xyzC", 24), "contents after appends differ");
+	/* Like Linux (pwrite(2), BUGS), pwrite on an O_APPEND descriptor appends
+	 * and leaves the descriptor's offset alone. */
+	EXPECT(kura_lseek(fs, a, 3, SEEK_SET), 3);
+	EXPECT(kura_pwrite(fs, a, "P", 1, 0), 1);
+	EXPECT(kura_pread(fs, w, b, sizeof b, 0), 25);
+	CHECK(b[0] == '0' && b[24] == 'P', "pwrite with O_APPEND: first byte '%c', byte 24 '%c'", b[0], b[24]);
+	EXPECT(kura_lseek(fs, a, 0, SEEK_CUR), 3);
+	/* A zero-length write changes nothing, not even an appender's offset. */
+	EXPECT(kura_write(fs, a, "", 0), 0);
+	EXPECT(kura_lseek(fs, a, 0, SEEK_CUR), 3);
 	kura_close(fs, a);
 	kura_close(fs, w);
 }
