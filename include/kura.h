@@ -46,9 +46,10 @@ typedef struct kura_fs kura_fs;
 int kura_mkfs(const char *path, uint64_t size, int force);
 
 enum kura_persist {
-	KURA_PERSIST_AUTO = 0, /* pmem on DAX / devdax / tmpfs, else file; KURA_PERSIST env overrides */
+	KURA_PERSIST_AUTO = 0, /* pmem on DAX/devdax, memory on tmpfs, else file; KURA_PERSIST env overrides */
 	KURA_PERSIST_PMEM,     /* clwb|clflushopt + sfence, no system calls */
 	KURA_PERSIST_FILE,     /* msync(MS_SYNC) of dirty pages at each fence */
+	KURA_PERSIST_MEMORY,   /* tmpfs/hugetlbfs: the mapping is the storage; ordering only */
 };
 
 struct kura_mount_opts {
