@@ -42,7 +42,7 @@ bench: all
 # change and nothing is recompiled.
 model-long: all
 	cmake -S . -B build $(CMAKE_ARGS) -DKURA_MODEL_OPS=2000000
-	cd build && ctest --output-on-failure --no-tests=error -R model; rc=$$?; \
+	(cd build && ctest --output-on-failure --no-tests=error -V -R model); rc=$$?; \
 	  cmake -S . -B build $(CMAKE_ARGS) >/dev/null; exit $$rc
 
 clean:
