@@ -1,6 +1,7 @@
 #!/bin/bash
 # `make bench`: metabench against tmpfs and, when a loop mount is possible
-# (root), an ext4 file system on a RAM-backed loop device as well.
+# (root), an ext4 file system on a RAM-backed loop device as well; then once
+# more with the pmem back end forced.
 # Extra arguments go to metabench (e.g. --files 5000 --ops 50000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,4 +33,12 @@ else
 	echo "bench: not root; tmpfs only"
 fi
 
-"$metabench" --pool /dev/shm/kura-bench.pool --tmpfs /dev/shm/kura-bench-tmpfs "${ext4[@]}" "$@"
+run() { "$metabench" --pool /dev/shm/kura-bench.pool --tmpfs /dev/shm/kura-bench-tmpfs "${ext4[@]}" "$@"; }
+run "$@"
+# On tmpfs kura picks the ordering-only back end; the second run prices the
+# cache-line flushes a real persistent-memory pool would pay.
+if [ -z "${KURA_PERSIST:-}" ]; then
+	echo
+	echo "bench: again with KURA_PERSIST=pmem (flush + fence at every durability point)"
+	KURA_PERSIST=pmem run "$@"
+fi
