@@ -2,6 +2,8 @@
 KURA_MODEL_OPS ?= 100000
 CMAKE_ARGS = -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKURA_MODEL_OPS=$(KURA_MODEL_OPS)
 CTEST = ctest --output-on-failure -j2
+# The nested makes CMake runs would otherwise announce every directory change.
+MAKEFLAGS += --no-print-directory
 
 .PHONY: all deps build check check-release check-asan check-tsan demo bench model-long clean
 
@@ -17,7 +19,7 @@ build:
 # -k: a failing configuration does not hide the results of the others, yet
 # make still exits non-zero.
 check: all
-	@$(MAKE) --no-print-directory -k check-release check-asan check-tsan
+	@$(MAKE) -k check-release check-asan check-tsan
 
 check-release: build
 	cd build && $(CTEST)
