@@ -38,6 +38,9 @@ struct kura_fs {
 	char *pool_path;
 	uid_t uid;
 	gid_t gid;
+	/* One clock reading per operation: every time it sets is the same, as
+	 * with a kernel's per-syscall current_time(). */
+	struct kura_ts op_time;
 	/* allocator (DRAM, valid only under the mutex) */
 	uint64_t alloc_hint;
 	uint64_t *pending_free;

@@ -64,7 +64,7 @@ int inode_alloc(struct kura_fs *fs, mode_t mode, uint64_t *out)
 		return -EUCLEAN; /* free list points at a live inode */
 	tx_write64(&fs->tx, STATE_OFF(inode_free), slot->link);
 	struct kura_inode n = { .mode = mode, .nlink = 1, .uid = fs->uid, .gid = fs->gid };
-	ts_now(&n.ctime);
+	n.ctime = fs->op_time;
 	n.atime = n.mtime = n.ctime;
 	n.generation = (uint32_t)fs_state(fs)->next_generation;
 	tx_write64(&fs->tx, STATE_OFF(next_generation), fs_state(fs)->next_generation + 1);
@@ -89,8 +89,7 @@ void inode_free(struct kura_fs *fs, uint64_t ino)
 
 void inode_touch(struct kura_fs *fs, uint64_t ino, int which)
 {
-	struct kura_ts now;
-	ts_now(&now);
+	struct kura_ts now = fs->op_time;
 	if (which & TOUCH_A)
 		INO_SET(fs, ino, atime, now);
 	if (which & TOUCH_M)

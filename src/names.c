@@ -447,8 +447,7 @@ static int set_times(struct kura_fs *fs, uint64_t ino, const struct timespec tim
 		if (perm_check(fs, ip, W_OK))
 			return -EACCES;
 	}
-	struct kura_ts now;
-	ts_now(&now);
+	struct kura_ts now = fs->op_time;
 	for (int i = 0; i < 2; i++) {
 		struct kura_ts t = now;
 		if (times) {

@@ -322,6 +322,7 @@ int fs_begin(struct kura_fs *fs)
 	lock_write_begin(&fs->lk);
 	alloc_drop_frees(fs);
 	tx_begin(&fs->tx);
+	ts_now(&fs->op_time);
 	return 0;
 }
 
