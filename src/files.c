@@ -156,10 +156,10 @@ static int do_open(struct kura_fs *fs, const char *path, int flags, mode_t mode,
 	if (err)
 		return err;
 	uint64_t ino = w.ino;
+	if ((flags & O_CREAT) && w.trailing_slash)
+		return -EISDIR; /* as Linux, whatever the name is */
 	if (!ino) {
 		/* O_CREAT of a missing name */
-		if (w.trailing_slash)
-			return -EISDIR;
 		if (fs->read_only)
 			return -EROFS;
 		if ((err = create_at(fs, &w, S_IFREG | (mode & 07777), &ino)))

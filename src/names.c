@@ -336,10 +336,17 @@ static int do_rename(struct kura_fs *fs, const char *oldpath, const char *newpat
 		return -EBUSY;
 	const struct kura_inode *sip = ino_get(fs, o.ino);
 	int src_dir = S_ISDIR(sip->mode);
-	if ((o.trailing_slash || n.trailing_slash) && !src_dir)
+	/* Trailing slashes, in Linux's order: each name's slash is judged by
+	 * the type of what it names, except that without RENAME_EXCHANGE the
+	 * source's type judges both. */
+	if (flags & RENAME_EXCHANGE) {
+		if (!n.ino)
+			return -ENOENT;
+		if (n.trailing_slash && n.type != DT_DIR)
+			return -ENOTDIR;
+	}
+	if (!src_dir && (o.trailing_slash || (!(flags & RENAME_EXCHANGE) && n.trailing_slash)))
 		return -ENOTDIR;
-	if ((flags & RENAME_EXCHANGE) && !n.ino)
-		return -ENOENT;
 	if ((flags & RENAME_NOREPLACE) && n.ino)
 		return -EEXIST;
 	const struct kura_inode *odip = ino_get(fs, o.dir), *ndip = ino_get(fs, n.dir);

@@ -106,7 +106,10 @@ int path_walk(const struct kura_fs *fs, const char *path, int flags, struct walk
 		const struct kura_inode *cip = child ? ino_get(fs, child) : NULL;
 		if (child && !cip)
 			return -EUCLEAN;
-		if (cip && S_ISLNK(cip->mode) && (!last || (flags & WALK_FOLLOW) || slash)) {
+		/* A trailing slash makes a lookup follow a final symlink, but not an
+		 * operation on the name itself (rename, unlink, rmdir, link). */
+		if (cip && S_ISLNK(cip->mode) &&
+		    (!last || (flags & WALK_FOLLOW) || (slash && !(flags & WALK_PARENT)))) {
 			if (++links > KURA_SYMLOOP_MAX)
 				return -ELOOP;
 			if (cip->size == 0 || cip->size > KURA_SYMLINK_MAX)
@@ -131,8 +134,8 @@ int path_walk(const struct kura_fs *fs, const char *path, int flags, struct walk
 			cur = child;
 			continue;
 		}
-		if (slash && cip && !S_ISDIR(cip->mode))
-			return -ENOTDIR;
+		if (slash && cip && !S_ISDIR(cip->mode) && !(flags & WALK_PARENT))
+			return -ENOTDIR; /* with WALK_PARENT the caller decides, as Linux's errno differs per call */
 		w->dir = cur;
 		w->ino = child;
 		w->type = cip ? dtype_of(cip->mode) : 0;

@@ -865,7 +865,7 @@ static void test_statvfs_info(void)
 		  i0.blocks_free <= i0.blocks_total && i0.blocks_total * i0.block_size <= i0.pool_size,
 	      "info: version %u pool %" PRIu64 " block %" PRIu64 " total %" PRIu64 " free %" PRIu64,
 	      i0.format_version, i0.pool_size, i0.block_size, i0.blocks_total, i0.blocks_free);
-	CHECK(i0.persist && (!strcmp(i0.persist, "pmem") || !strcmp(i0.persist, "file")), "info.persist '%s'",
+	CHECK(i0.persist && (!strcmp(i0.persist, "pmem") || !strcmp(i0.persist, "file") || !strcmp(i0.persist, "memory")), "info.persist '%s'",
 	      i0.persist ? i0.persist : "(null)");
 
 	static unsigned char b[1 << 20];
