@@ -323,6 +323,58 @@ static void test_symlinks(void)
 	CHECK((st.st_mode & 07777) == 0600, "chmod through link: %o", st.st_mode & 07777);
 }
 
+/* ---- trailing slashes --------------------------------------------------- */
+
+/* A trailing slash asks for a directory; as on Linux, operations that act
+ * on a name (mkdir, rmdir, rename, unlink, symlink) never follow a final
+ * symlink because of it, while lookups (stat, open) do. */
+static void test_trailing_slash(void)
+{
+	section = "trailing slash";
+	struct stat st;
+	EXPECT(kura_mkdir(fs, "/ts", 0755), 0);
+	EXPECT(kura_mkdir(fs, "/ts/dir/", 0755), 0);
+	EXPECT(kura_mkdir(fs, "/ts/empty", 0755), 0);
+	EXPECT(create_file("/ts/file", "x", 1), 0);
+	EXPECT(kura_symlink(fs, "empty", "/ts/link"), 0);
+	EXPECT(kura_symlink(fs, "missing", "/ts/dangling"), 0);
+
+	EXPECT(kura_stat(fs, "/ts/dir/", &st), 0);
+	EXPECT(kura_stat(fs, "/ts//dir//", &st), 0);
+	EXPECT(kura_stat(fs, "/ts/link/", &st), 0);
+	CHECK(S_ISDIR(st.st_mode), "stat through link/ gave mode %o", st.st_mode);
+	EXPECT(kura_lstat(fs, "/ts/link/", &st), 0);
+	CHECK(S_ISDIR(st.st_mode), "lstat of link/ must follow: mode %o", st.st_mode);
+	EXPECT_ERR(kura_stat(fs, "/ts/file/", &st), ENOTDIR);
+	EXPECT_ERR(kura_open(fs, "/ts/file/", O_RDONLY, 0), ENOTDIR);
+	EXPECT_ERR(kura_open(fs, "/ts/new/", O_CREAT | O_RDWR, 0644), EISDIR);
+	EXPECT_ERR(kura_stat(fs, "/ts/new", &st), ENOENT);
+
+	/* mkdir of a dangling symlink's name fails: it must not create the target. */
+	EXPECT_ERR(kura_mkdir(fs, "/ts/dangling/", 0755), EEXIST);
+	EXPECT_ERR(kura_stat(fs, "/ts/missing", &st), ENOENT);
+	EXPECT_ERR(kura_mkdir(fs, "/ts/dir/", 0755), EEXIST);
+	/* rmdir and rename of link/ refuse instead of acting on the target. */
+	EXPECT_ERR(kura_rmdir(fs, "/ts/link/"), ENOTDIR);
+	EXPECT(kura_stat(fs, "/ts/empty", &st), 0);
+	EXPECT_ERR(kura_rename(fs, "/ts/link/", "/ts/moved", 0), ENOTDIR);
+	EXPECT(kura_lstat(fs, "/ts/link", &st), 0);
+	CHECK(S_ISLNK(st.st_mode), "link changed type: %o", st.st_mode);
+	EXPECT_ERR(kura_stat(fs, "/ts/moved", &st), ENOENT);
+	EXPECT_ERR(kura_rename(fs, "/ts/file", "/ts/newname/", 0), ENOTDIR);
+	EXPECT_ERR(kura_rename(fs, "/ts/file/", "/ts/newname", 0), ENOTDIR);
+	EXPECT_ERR(kura_unlink(fs, "/ts/file/"), ENOTDIR);
+	EXPECT_ERR(kura_symlink(fs, "x", "/ts/new2/"), ENOENT);
+	EXPECT(kura_rename(fs, "/ts/dir/", "/ts/dir2/", 0), 0);
+	EXPECT(kura_rmdir(fs, "/ts/dir2/"), 0);
+	/* RENAME_EXCHANGE judges each trailing slash by its own object. */
+	EXPECT(kura_rename(fs, "/ts/file", "/ts/empty/", RENAME_EXCHANGE), 0);
+	EXPECT(kura_stat(fs, "/ts/file", &st), 0);
+	CHECK(S_ISDIR(st.st_mode), "exchange with a slashed directory: /ts/file mode %o", st.st_mode);
+	EXPECT(kura_rename(fs, "/ts/empty", "/ts/file/", RENAME_EXCHANGE), 0);
+	EXPECT(kura_stat(fs, "/ts/empty/", &st), 0);
+}
+
 /* ---- descriptors -------------------------------------------------------- */
 
 static void test_descriptors(void)
@@ -984,6 +1036,72 @@ static void test_pool_errors(void)
 	unlink(bad);
 }
 
+static void fsck_line(void *ctx, const char *line);
+
+/* A small pool filled to the brim: ENOSPC, no partial state, space back. */
+static void test_full_pool(void)
+{
+	section = "full pool";
+	char small[300];
+	snprintf(small, sizeof small, "%s.small", pool);
+	if (EXPECT(kura_mkfs(small, 8u << 20, 1), 0) < 0)
+		return;
+	int err = 0;
+	kura_fs *f = kura_mount(small, NULL, &err);
+	if (!CHECK(f != NULL, "mount small pool: %s", en(err))) {
+		unlink(small);
+		return;
+	}
+	struct statvfs s0, s1;
+	EXPECT(kura_statvfs(f, &s0), 0);
+	static unsigned char chunk[64 << 10];
+	int fd = EXPECT_OK(kura_open(f, "/fill", O_CREAT | O_RDWR, 0644));
+	uint64_t total = 0;
+	long last = 0;
+	for (int i = 0; i < 1000; i++) {
+		memset(chunk, (int)(i % 251) + 1, sizeof chunk);
+		last = kura_write(f, fd, chunk, sizeof chunk);
+		if (last > 0)
+			total += (uint64_t)last;
+		if (last != (long)sizeof chunk)
+			break;
+	}
+	/* A write may come up short once space runs out; the next one fails. */
+	if (last >= 0)
+		last = kura_write(f, fd, chunk, sizeof chunk);
+	CHECK(last == -ENOSPC, "filling an 8 MiB pool ended with %ld (%s), expected ENOSPC", last, en(last));
+	struct stat st;
+	EXPECT(kura_fstat(f, fd, &st), 0);
+	CHECK((uint64_t)st.st_size == total, "size %lld after writes that returned %" PRIu64 " bytes in all",
+	      (long long)st.st_size, total);
+	int bad = 0;
+	for (uint64_t off = 0; off < total; off += sizeof chunk) {
+		size_t n = total - off < sizeof chunk ? (size_t)(total - off) : sizeof chunk;
+		if (kura_pread(f, fd, chunk, n, (off_t)off) != (ssize_t)n ||
+		    !all_bytes(chunk, n, (unsigned char)((off / sizeof chunk) % 251 + 1)))
+			bad++;
+	}
+	CHECK(bad == 0, "%d chunks of the full file read back wrong", bad);
+	long r = kura_mkdir(f, "/more", 0755);
+	CHECK(r == 0 || r == -ENOSPC, "mkdir on a full pool: %ld (%s)", r, en(r));
+	kura_close(f, fd);
+	EXPECT(kura_unlink(f, "/fill"), 0);
+	EXPECT(kura_statvfs(f, &s1), 0);
+	CHECK(s1.f_bfree + 4 >= s0.f_bfree, "free blocks %lu before filling, %lu after deleting",
+	      (unsigned long)s0.f_bfree, (unsigned long)s1.f_bfree);
+	/* The space is usable again. */
+	fd = EXPECT_OK(kura_open(f, "/again", O_CREAT | O_RDWR, 0644));
+	uint64_t again = 0;
+	while (again < total && kura_write(f, fd, chunk, sizeof chunk) == (ssize_t)sizeof chunk)
+		again += sizeof chunk;
+	CHECK(again + sizeof chunk >= total, "after freeing, only %" PRIu64 " of %" PRIu64 " bytes fit again", again,
+	      total);
+	kura_close(f, fd);
+	EXPECT(kura_unmount(f), 0);
+	EXPECT(kura_fsck(small, 0, fsck_line, NULL), 0);
+	unlink(small);
+}
+
 static void fsck_line(void *ctx, const char *line)
 {
 	(void)ctx;
@@ -1004,11 +1122,13 @@ int main(void)
 		void (*fn)(void);
 	} tests[] = {
 	    {"name errors", test_name_errors},     {"symlinks", test_symlinks},
-	    {"descriptors", test_descriptors},     {"append", test_append},
+	    {"trailing slash", test_trailing_slash}, {"descriptors", test_descriptors},
+	    {"append", test_append},
 	    {"sparse/truncate", test_sparse_truncate}, {"unlink while open", test_unlink_open},
 	    {"statvfs/info", test_statvfs_info},   {"readdir cookies", test_readdir_cookies},
 	    {"50k directory", test_big_dir},       {"200 MiB file", test_big_file},
 	    {"read-only mount", test_read_only},   {"pool errors", test_pool_errors},
+	    {"full pool", test_full_pool},
 	};
 	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
 		int f0 = nfail;
