@@ -10,7 +10,11 @@
  *    must be uniform, since kura's writes are atomic (a torn read would show
  *    two values in one block);
  *  - all threads mkdir/rmdir/readdir in one shared directory that also holds
- *    permanent entries, which every listing must show exactly once.
+ *    permanent entries, which every listing must show exactly once;
+ *  - all threads append fixed-size records to one O_APPEND file through
+ *    their own descriptors, and write records through one shared descriptor
+ *    (one shared offset) to another file: every record must land whole,
+ *    exactly once, with no two writes overlapping.
  *
  * Then: verify, unmount, mount, verify again, unmount and fsck (0 problems).
  * usage: stress_mt_test [iterations]   (or $KURA_STRESS_ITERS; default 1500)
@@ -40,9 +44,11 @@
 #define NPERM 40            /* permanent entries of the shared directory */
 #define NCHURN 24           /* names that come and go there */
 #define MAXFILE (96 * 1024) /* largest own file */
+#define REC 1000            /* record size: not a divisor of the block size */
 
 static kura_fs *fs;
 static char pool[256];
+static int shared_fd; /* one descriptor, one offset, used by every thread */
 static long iters = 1500;
 static atomic_int nerrors;
 static atomic_long nchecks;
@@ -301,6 +307,70 @@ static void shared_dir_step(int t, uint64_t *rs)
 	atomic_fetch_add(&nchecks, 1);
 }
 
+/* A record: thread id, sequence number, and a fill byte derived from both. */
+static void make_record(unsigned char *b, int t, long seq)
+{
+	memset(b, (int)((t * 37 + seq) % 254 + 1), REC);
+	memcpy(b, &t, sizeof t);
+	memcpy(b + sizeof t, &seq, sizeof seq);
+}
+
+static void records_step(int t, int afd, long i, unsigned char *b)
+{
+	make_record(b, t, i);
+	ssize_t n = kura_write(fs, afd, b, REC);
+	if (n != REC)
+		err(t, "append record %ld: %zd (%s)", i, n, en(n));
+	n = kura_write(fs, shared_fd, b, REC);
+	if (n != REC)
+		err(t, "shared-offset record %ld: %zd (%s)", i, n, en(n));
+}
+
+/* Every (thread, seq) record exactly once, each one whole. */
+static void verify_records(const char *path, const char *when)
+{
+	struct stat st;
+	int fd = kura_open(fs, path, O_RDONLY, 0);
+	if (fd < 0 || kura_fstat(fs, fd, &st) < 0) {
+		err(-1, "%s: open %s: %s", when, path, en(fd));
+		return;
+	}
+	long want = NTHREADS * iters;
+	if (st.st_size != (off_t)want * REC) {
+		err(-1, "%s: %s is %lld bytes, expected %ld records of %d", when, path, (long long)st.st_size, want, REC);
+		kura_close(fs, fd);
+		return;
+	}
+	unsigned char *seen = calloc((size_t)want, 1), b[REC], w[REC];
+	for (long r = 0; r < want; r++) {
+		if (kura_pread(fs, fd, b, REC, (off_t)r * REC) != REC) {
+			err(-1, "%s: %s: short read of record %ld", when, path, r);
+			break;
+		}
+		int t;
+		long seq;
+		memcpy(&t, b, sizeof t);
+		memcpy(&seq, b + sizeof t, sizeof seq);
+		if (t < 0 || t >= NTHREADS || seq < 0 || seq >= iters) {
+			err(-1, "%s: %s: record %ld has a bad header (thread %d, seq %ld): overlapping writes?", when,
+			    path, r, t, seq);
+			break;
+		}
+		make_record(w, t, seq);
+		if (memcmp(b, w, REC)) {
+			err(-1, "%s: %s: record %ld (thread %d seq %ld) is torn", when, path, r, t, seq);
+			break;
+		}
+		if (seen[t * iters + seq]++) {
+			err(-1, "%s: %s: record thread %d seq %ld appears twice", when, path, t, seq);
+			break;
+		}
+	}
+	free(seen);
+	kura_close(fs, fd);
+	atomic_fetch_add(&nchecks, 1);
+}
+
 static void *worker(void *arg)
 {
 	int t = (int)(intptr_t)arg;
@@ -308,8 +378,9 @@ static void *worker(void *arg)
 	unsigned char *buf = malloc(MAXFILE + 4 * BLK), *rbuf = malloc(MAXFILE + 65536 + 4 * BLK);
 	int ro = kura_open(fs, "/shared/ro", O_RDONLY, 0);
 	int rw = kura_open(fs, "/shared/rw", t == 0 ? O_RDWR : O_RDONLY, 0);
-	if (ro < 0 || rw < 0) {
-		err(t, "open shared files: %s %s", en(ro), en(rw));
+	int afd = kura_open(fs, "/shared/append", O_WRONLY | O_APPEND, 0);
+	if (ro < 0 || rw < 0 || afd < 0) {
+		err(t, "open shared files: %s %s %s", en(ro), en(rw), en(afd));
 		free(buf), free(rbuf);
 		return NULL;
 	}
@@ -321,7 +392,9 @@ static void *worker(void *arg)
 		for (int k = 0; k < (t == 0 ? 3 : 2); k++)
 			shared_rw_step(t, rw, &rs, buf, i * 3 + k);
 		shared_dir_step(t, &rs);
+		records_step(t, afd, i, buf);
 	}
+	kura_close(fs, afd);
 	kura_close(fs, ro);
 	kura_close(fs, rw);
 	free(buf);
@@ -374,6 +447,8 @@ static void verify_all(const char *when)
 	if (fd >= 0)
 		kura_close(fs, fd);
 	free(b);
+	verify_records("/shared/append", when);
+	verify_records("/shared/records", when);
 }
 
 static int must(long r, const char *what)
@@ -444,6 +519,8 @@ int main(int argc, char **argv)
 		must(-EIO, "write /shared/rw");
 	kura_close(fs, fd);
 	free(b);
+	kura_close(fs, must(kura_open(fs, "/shared/append", O_CREAT | O_WRONLY, 0644), "create /shared/append"));
+	shared_fd = must(kura_open(fs, "/shared/records", O_CREAT | O_RDWR, 0644), "create /shared/records");
 
 	pthread_t th[NTHREADS];
 	for (int t = 0; t < NTHREADS; t++)
@@ -453,6 +530,7 @@ int main(int argc, char **argv)
 		}
 	for (int t = 0; t < NTHREADS; t++)
 		pthread_join(th[t], NULL);
+	kura_close(fs, shared_fd);
 
 	verify_all("after threads");
 	r = kura_unmount(fs);
