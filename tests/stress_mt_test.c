@@ -11,6 +11,9 @@
  *    two values in one block);
  *  - all threads mkdir/rmdir/readdir in one shared directory that also holds
  *    permanent entries, which every listing must show exactly once;
+ *  - all threads move directories into each other's subtrees and back: two
+ *    racing moves (A into B, B into A) must never both succeed, so the tree
+ *    stays connected and every directory is found exactly once;
  *  - all threads append fixed-size records to one O_APPEND file through
  *    their own descriptors, and write records through one shared descriptor
  *    (one shared offset) to another file: every record must land whole,
@@ -44,11 +47,13 @@
 #define NPERM 40            /* permanent entries of the shared directory */
 #define NCHURN 24           /* names that come and go there */
 #define MAXFILE (96 * 1024) /* largest own file */
+#define NNODES 6            /* directories moved around under /shared/mv */
 #define REC 1000            /* record size: not a divisor of the block size */
 
 static kura_fs *fs;
 static char pool[256];
 static int shared_fd; /* one descriptor, one offset, used by every thread */
+static pthread_barrier_t start_line; /* threads start together, so they overlap */
 static long iters = 1500;
 static atomic_int nerrors;
 static atomic_long nchecks;
@@ -371,6 +376,51 @@ static void verify_records(const char *path, const char *when)
 	atomic_fetch_add(&nchecks, 1);
 }
 
+static void move_step(int t, uint64_t *rs)
+{
+	int x = (int)(next(rs) % NNODES), y = (int)(next(rs) % NNODES);
+	if (x == y)
+		return;
+	char a[64], b[64];
+	if (next(rs) % 2) {
+		snprintf(a, sizeof a, "/shared/mv/n%d", x);
+		snprintf(b, sizeof b, "/shared/mv/n%d/n%d", y, x);
+	} else {
+		snprintf(a, sizeof a, "/shared/mv/n%d/n%d", y, x);
+		snprintf(b, sizeof b, "/shared/mv/n%d", x);
+	}
+	/* Either side may have been moved away by another thread meanwhile. */
+	int r = kura_rename(fs, a, b, 0);
+	if (r != 0 && r != -ENOENT)
+		err(t, "rename %s -> %s: %s", a, b, en(r));
+}
+
+/* Count the n<k> directories reachable below `path`. */
+static void count_nodes(const char *path, int *found, int depth)
+{
+	int e = 0;
+	kura_dir *d = kura_opendir(fs, path, &e);
+	if (!d) {
+		err(-1, "opendir %s: %s", path, en(e));
+		return;
+	}
+	struct kura_dirent de;
+	while (kura_readdir(d, &de) == 1) {
+		if (de.name[0] != 'n')
+			continue;
+		int k = atoi(de.name + 1);
+		if (k < 0 || k >= NNODES || depth > NNODES) {
+			err(-1, "unexpected %s/%s at depth %d", path, de.name, depth);
+			continue;
+		}
+		found[k]++;
+		char sub[512];
+		snprintf(sub, sizeof sub, "%s/%s", path, de.name);
+		count_nodes(sub, found, depth + 1);
+	}
+	kura_closedir(d);
+}
+
 static void *worker(void *arg)
 {
 	int t = (int)(intptr_t)arg;
@@ -382,8 +432,10 @@ static void *worker(void *arg)
 	if (ro < 0 || rw < 0 || afd < 0) {
 		err(t, "open shared files: %s %s %s", en(ro), en(rw), en(afd));
 		free(buf), free(rbuf);
+		pthread_barrier_wait(&start_line);
 		return NULL;
 	}
+	pthread_barrier_wait(&start_line);
 	for (long i = 0; i < iters; i++) {
 		own_files_step(t, i, &rs, buf, rbuf);
 		shared_ro_step(t, ro, &rs, rbuf);
@@ -393,6 +445,7 @@ static void *worker(void *arg)
 			shared_rw_step(t, rw, &rs, buf, i * 3 + k);
 		shared_dir_step(t, &rs);
 		records_step(t, afd, i, buf);
+		move_step(t, &rs);
 	}
 	kura_close(fs, afd);
 	kura_close(fs, ro);
@@ -447,6 +500,11 @@ static void verify_all(const char *when)
 	if (fd >= 0)
 		kura_close(fs, fd);
 	free(b);
+	int found[NNODES] = {0};
+	count_nodes("/shared/mv", found, 1);
+	for (int k = 0; k < NNODES; k++)
+		if (found[k] != 1)
+			err(-1, "%s: directory n%d found %d times under /shared/mv", when, k, found[k]);
 	verify_records("/shared/append", when);
 	verify_records("/shared/records", when);
 }
@@ -496,6 +554,12 @@ int main(int argc, char **argv)
 
 	must(kura_mkdir(fs, "/shared", 0755), "mkdir /shared");
 	must(kura_mkdir(fs, "/shared/dir", 0755), "mkdir /shared/dir");
+	must(kura_mkdir(fs, "/shared/mv", 0755), "mkdir /shared/mv");
+	for (int k = 0; k < NNODES; k++) {
+		char p[64];
+		snprintf(p, sizeof p, "/shared/mv/n%d", k);
+		must(kura_mkdir(fs, p, 0755), p);
+	}
 	for (int t = 0; t < NTHREADS; t++) {
 		char p[32];
 		snprintf(p, sizeof p, "/t%d", t);
@@ -523,6 +587,7 @@ int main(int argc, char **argv)
 	shared_fd = must(kura_open(fs, "/shared/records", O_CREAT | O_RDWR, 0644), "create /shared/records");
 
 	pthread_t th[NTHREADS];
+	pthread_barrier_init(&start_line, NULL, NTHREADS);
 	for (int t = 0; t < NTHREADS; t++)
 		if (pthread_create(&th[t], NULL, worker, (void *)(intptr_t)t)) {
 			fprintf(stderr, "stress: pthread_create failed\n");
