@@ -546,6 +546,33 @@ static void test_sparse_truncate(void)
 	EXPECT_ERR(kura_fallocate(fs, fd, FALLOC_FL_INSERT_RANGE, 0, 4096), EOPNOTSUPP);
 	EXPECT_ERR(kura_fallocate(fs, fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, 0, 4096),
 		   EOPNOTSUPP);
+	/* Far offsets: deep block maps, still sparse; beyond the documented
+	 * limit of the engine (64 TiB) EFBIG, as for any too-large file. */
+	struct statvfs sv0, sv1;
+	EXPECT(kura_ftruncate(fs, fd, 0), 0);
+	EXPECT(kura_statvfs(fs, &sv0), 0);
+	const off_t tib = (off_t)1 << 40;
+	EXPECT(kura_pwrite(fs, fd, "far", 3, tib - 1), 3);
+	EXPECT(kura_pwrite(fs, fd, "away", 4, 37 * tib + 12345), 4);
+	EXPECT(kura_fstat(fs, fd, &st), 0);
+	CHECK(st.st_size == 37 * tib + 12349, "size after far writes %lld", (long long)st.st_size);
+	memset(b, 0xee, 16);
+	EXPECT(kura_pread(fs, fd, b, 16, tib - 2), 16);
+	CHECK(b[0] == 0 && !memcmp(b + 1, "far", 3) && all_bytes(b + 4, 12, 0), "read around 1 TiB");
+	EXPECT(kura_pread(fs, fd, b, 16, 37 * tib + 12345), 4);
+	CHECK(!memcmp(b, "away", 4), "read at 37 TiB");
+	EXPECT(kura_pread(fs, fd, b, 4096, 20 * tib), 4096);
+	CHECK(all_bytes(b, 4096, 0), "hole at 20 TiB");
+	d = kura_lseek(fs, fd, tib + 4096, SEEK_DATA);
+	CHECK(d > tib && d <= 37 * tib + 12345, "SEEK_DATA from 1 TiB + 4 KiB gave %lld", (long long)d);
+	EXPECT(kura_statvfs(fs, &sv1), 0);
+	CHECK(sv0.f_bfree - sv1.f_bfree < 64, "two tiny far writes used %lu blocks", (unsigned long)(sv0.f_bfree - sv1.f_bfree));
+	EXPECT_ERR(kura_ftruncate(fs, fd, ((off_t)1 << 46) + 1), EFBIG);
+	EXPECT_ERR(kura_pwrite(fs, fd, "x", 1, (off_t)1 << 46), EFBIG);
+	EXPECT(kura_ftruncate(fs, fd, 0), 0);
+	EXPECT(kura_statvfs(fs, &sv1), 0);
+	CHECK(sv1.f_bfree >= sv0.f_bfree, "free blocks %lu before far writes, %lu after truncating to 0",
+	      (unsigned long)sv0.f_bfree, (unsigned long)sv1.f_bfree);
 	kura_close(fs, fd);
 	EXPECT(kura_unlink(fs, "/sparse"), 0);
 
