@@ -1159,7 +1159,16 @@ static void op_unlink(void)
 static void op_link(void)
 {
 	char r1[2048], r2[2048], k1[2100], k2[2100], p1[2400], p2[2400];
-	gen_path(r1, sizeof r1);
+	/* Prefer an existing regular file as the source, so that hard links
+	 * actually form instead of mostly failing with ENOENT or EPERM. */
+	for (int tries = 0; tries < 4; tries++) {
+		gen_path(r1, sizeof r1);
+		struct stat st;
+		char rp[2400];
+		rpath(rp, sizeof rp, r1);
+		if (lstat(rp, &st) == 0 && S_ISREG(st.st_mode))
+			break;
+	}
 	gen_path(r2, sizeof r2);
 	kpath(k1, sizeof k1, r1);
 	kpath(k2, sizeof k2, r2);
