@@ -18,7 +18,10 @@ build:
 
 # -k: a failing configuration does not hide the results of the others, yet
 # make still exits non-zero.
+# The SQLite source tree is the real-world import/export round trip of
+# test_cli; the script fetches it when it can and says why when it cannot.
 check: all
+	@scripts/sqlite-src.sh build/third_party >/dev/null
 	@$(MAKE) -k check-release check-asan check-tsan
 
 check-release: build

@@ -421,16 +421,51 @@ int inode_fallocate(struct kura_fs *fs, uint64_t ino, int mode, uint64_t off, ui
 	return fs->tx.err;
 }
 
+/* The first file block >= fb whose mapped-ness is `want`, searching the
+ * subtree at node b (height `level`, first file block `base`); UINT64_MAX if
+ * none.  Unmapped subtrees are skipped whole, so a huge hole costs one step
+ * per tree level, not one per block. */
+static uint64_t find_block(const struct kura_fs *fs, uint64_t b, unsigned level, uint64_t base, uint64_t fb, int want)
+{
+	uint64_t span = span_of(level);
+	if (!b || !block_valid(fs, b))
+		return want ? UINT64_MAX : (fb > base ? fb : base);
+	if (level == 0)
+		return want ? base : UINT64_MAX;
+	const uint64_t *node = node_ptr(fs, b);
+	uint64_t child = span_of(level - 1);
+	unsigned first = fb > base ? (unsigned)((fb - base) / child) : 0;
+	for (unsigned i = first; i < MAP_FANOUT; i++) {
+		uint64_t cbase = base + i * child;
+		uint64_t r = find_block(fs, node[i], level - 1, cbase, fb > cbase ? fb : cbase, want);
+		if (r != UINT64_MAX)
+			return r;
+	}
+	(void)span;
+	return UINT64_MAX;
+}
+
 int64_t inode_seek_data(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t off, int want_data)
 {
 	uint64_t size = ip->size;
 	if (off >= size)
 		return -ENXIO;
-	for (uint64_t pos = off; pos < size;) {
-		int mapped = bmap_get(fs, ip, pos >> KURA_BLOCK_SHIFT) != 0;
-		if (mapped == want_data)
-			return (int64_t)pos;
-		pos = (pos | (KURA_BLOCK - 1)) + 1;
+	uint64_t fb = off >> KURA_BLOCK_SHIFT, r;
+	if (!ip->root || ip->height > MAP_MAX_HEIGHT)
+		r = want_data ? UINT64_MAX : fb;
+	else if (fb >= span_of(ip->height))
+		r = want_data ? UINT64_MAX : fb; /* past the tree: all hole */
+	else {
+		r = find_block(fs, ip->root, ip->height, 0, fb, want_data);
+		if (r == UINT64_MAX && !want_data)
+			r = span_of(ip->height); /* the tree is full up to its span */
 	}
-	return want_data ? -ENXIO : (int64_t)size;
+	if (r == UINT64_MAX)
+		return want_data ? -ENXIO : (int64_t)size;
+	uint64_t pos = r << KURA_BLOCK_SHIFT;
+	if (pos < off)
+		pos = off;
+	if (pos >= size)
+		return want_data ? -ENXIO : (int64_t)size;
+	return (int64_t)pos;
 }
