@@ -149,6 +149,62 @@ void kura_seekdir(kura_dir *d, long cookie);
 void kura_rewinddir(kura_dir *d);
 int kura_closedir(kura_dir *d);
 
+/* ---- relative paths (*at) ----------------------------------------------
+ * dirfd is a kura descriptor of a directory, or KURA_AT_ROOT for the pool's
+ * root.  A relative path resolves from dirfd; an absolute one from the root
+ * (dirfd is then ignored).  flags take the AT_* values of <fcntl.h> where
+ * the matching Linux call does (AT_SYMLINK_NOFOLLOW, AT_REMOVEDIR,
+ * AT_SYMLINK_FOLLOW, AT_EMPTY_PATH, AT_EACCESS); unknown flags: -EINVAL. */
+#define KURA_AT_ROOT (-100)
+int kura_openat(kura_fs *fs, int dirfd, const char *path, int flags, mode_t mode);
+int kura_fstatat(kura_fs *fs, int dirfd, const char *path, struct stat *st, int flags);
+int kura_faccessat(kura_fs *fs, int dirfd, const char *path, int mode, int flags);
+int kura_mkdirat(kura_fs *fs, int dirfd, const char *path, mode_t mode);
+int kura_mknodat(kura_fs *fs, int dirfd, const char *path, mode_t mode);
+int kura_unlinkat(kura_fs *fs, int dirfd, const char *path, int flags);
+int kura_renameat2(kura_fs *fs, int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
+		   unsigned flags);
+int kura_linkat(kura_fs *fs, int olddirfd, const char *oldpath, int newdirfd, const char *newpath, int flags);
+int kura_symlinkat(kura_fs *fs, const char *target, int dirfd, const char *linkpath);
+ssize_t kura_readlinkat(kura_fs *fs, int dirfd, const char *path, char *buf, size_t bufsiz);
+int kura_fchmodat(kura_fs *fs, int dirfd, const char *path, mode_t mode, int flags);
+int kura_fchownat(kura_fs *fs, int dirfd, const char *path, uid_t uid, gid_t gid, int flags);
+int kura_utimensat(kura_fs *fs, int dirfd, const char *path, const struct timespec times[2], int flags);
+int kura_truncateat(kura_fs *fs, int dirfd, const char *path, off_t length);
+/* A directory stream over an open directory descriptor (which it takes
+ * over: kura_closedir closes it), as fdopendir(3). */
+kura_dir *kura_fdopendir(kura_fs *fs, int fd, int *err);
+/* The descriptor a stream reads (as dirfd(3)). */
+int kura_dirfd(kura_dir *d);
+/* The in-pool absolute path ("/a/b") of the directory an open descriptor
+ * names, found by walking parent links: -ENOENT if it was removed,
+ * -ENOTDIR for a non-directory, -ERANGE if len is too small. */
+int kura_getpath(kura_fs *fs, int fd, char *buf, size_t len);
+
+/* ---- processes ----------------------------------------------------------
+ * Open file descriptions live in memory shared with forked children, so a
+ * descriptor inherited across fork() shares its offset and flags with the
+ * parent's, as POSIX requires.  Bracket fork() with these three calls (the
+ * interposition layer does it from pthread_atfork handlers). */
+void kura_fork_prepare(kura_fs *fs);
+void kura_fork_parent(kura_fs *fs);
+void kura_fork_child(kura_fs *fs);
+/* Across exec: kura_state_fd() is a memfd holding the open file
+ * descriptions (not close-on-exec); a descriptor's description has a stable
+ * id (kura_fd_export).  The new image mounts with kura_mount_inherit() and
+ * adopts each id with kura_fd_import(), taking over the reference the old
+ * image held.  Descriptors that must not survive exec are kura_close()d
+ * before it. */
+int kura_state_fd(kura_fs *fs);
+long kura_fd_export(kura_fs *fs, int fd);
+kura_fs *kura_mount_inherit(const char *pool_path, const struct kura_mount_opts *opts, int state_fd, int *err);
+int kura_fd_import(kura_fs *fs, long id);
+/* Status flags after open, as F_GETFL/F_SETFL: only O_APPEND, O_NONBLOCK,
+ * O_NOATIME, O_DIRECT may change. */
+int kura_fd_setfl(kura_fs *fs, int fd, int flags);
+/* The inode number behind a descriptor. */
+int64_t kura_fd_ino(kura_fs *fs, int fd);
+
 /* ---- pool-wide -------------------------------------------------------- */
 
 struct kura_info {
