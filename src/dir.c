@@ -5,6 +5,7 @@
 #include "alloc.h"
 #include "crc.h"
 #include "dir.h"
+#include "fault.h"
 #include "inode.h"
 
 #define HASH_MASK (((uint64_t)1 << 62) - 1)
@@ -228,7 +229,10 @@ int dir_add(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uin
 			e->type = (uint8_t)type;
 			memcpy(e->name, name, len);
 			uint64_t at = block_off(b) + sizeof *bk + bk->used;
-			tx_write(&fs->tx, at, rec, rl);
+			if (kura_fault == FAULT_DIR_IN_PLACE) /* injected bug: no undo record (crash tests only) */
+				media_store(&fs->m, at, rec, rl);
+			else
+				tx_write(&fs->tx, at, rec, rl);
 			struct kura_bucket nh = *bk;
 			nh.used = (uint16_t)(bk->used + rl);
 			nh.count = bk->count + 1;

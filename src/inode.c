@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 #include "alloc.h"
+#include "fault.h"
 #include "inode.h"
 
 const struct kura_inode *ino_get(const struct kura_fs *fs, uint64_t ino)
@@ -306,6 +307,8 @@ ssize_t inode_write(struct kura_fs *fs, uint64_t ino, const void *buf, size_t le
 		return -EFBIG;
 	if (!len)
 		return 0;
+	if (kura_fault == FAULT_SIZE_BEFORE_DATA && off + len > ip->size) /* injected bug (crash tests only) */
+		media_store64(&fs->m, INO_FIELD_OFF(ino, size), off + len), media_persist(&fs->m, INO_FIELD_OFF(ino, size), 8);
 	size_t done = 0;
 	while (done < len && !t->err) {
 		uint64_t pos = off + done;
