@@ -20,4 +20,8 @@ int create_at(struct kura_fs *fs, const struct walk *w, mode_t mode, uint64_t *i
 int attr_by_ino(struct kura_fs *fs, uint64_t ino, int what, mode_t mode, uid_t uid, gid_t gid,
 		const struct timespec *times);
 
+/* The directory a *at call starts from: 0 (the root) for KURA_AT_ROOT or an
+ * absolute path, else the inode of dirfd, which must be a directory. */
+int fd_dir_ino(struct kura_fs *fs, int dirfd, const char *path, uint64_t *start);
+
 #endif

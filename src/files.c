@@ -2,11 +2,10 @@
  * files.c — the descriptor half of the public API: open files, data I/O,
  * directory streams, mount and pool-wide queries.
  *
- * An open file description (struct ofile) is shared by dup'ed descriptors:
- * one offset, one set of status flags, as POSIX requires.  Its offset is
- * guarded by its own mutex so read() and write() on one description are
- * serialised like Linux's f_pos lock, while different descriptions proceed
- * in parallel.
+ * Descriptors and the open file descriptions behind them are ofile.c's; a
+ * description's offset is guarded by its own lock so read() and write() on
+ * one description are serialised like Linux's f_pos lock, while different
+ * descriptions proceed in parallel.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -21,16 +20,9 @@
 #include "api.h"
 #include "dir.h"
 #include "inode.h"
+#include "ofile.h"
 #include "path.h"
 #include "super.h"
-
-struct ofile {
-	uint64_t ino;
-	int flags;
-	int refs;
-	uint64_t pos;
-	pthread_mutex_t pos_lock;
-};
 
 struct kura_dir {
 	kura_fs *fs;
@@ -40,23 +32,25 @@ struct kura_dir {
 
 kura_fs *kura_mount(const char *pool_path, const struct kura_mount_opts *opts, int *err)
 {
-	return fs_open(pool_path, opts, err);
+	struct kura_fs *fs = fs_open(pool_path, opts, 1, err);
+	if (!fs)
+		return NULL;
+	int e = ofile_attach(fs, -1);
+	if (e) {
+		set_error("%s: cannot create the descriptor table: %s", pool_path, strerror(-e));
+		fs_close(fs);
+		if (err)
+			*err = e;
+		return NULL;
+	}
+	return fs;
 }
-
-static void release_ofile(struct kura_fs *fs, struct ofile *of);
 
 int kura_unmount(kura_fs *fs)
 {
 	if (!fs)
 		return -EINVAL;
-	for (int i = 0; i < fs->nfds; i++) {
-		struct ofile *of = fs->fds[i];
-		if (!of)
-			continue;
-		fs->fds[i] = NULL;
-		if (--of->refs == 0)
-			release_ofile(fs, of);
-	}
+	ofile_detach(fs);
 	fs_close(fs);
 	return 0;
 }
@@ -68,77 +62,26 @@ int kura_set_creds(kura_fs *fs, uid_t uid, gid_t gid)
 	return 0;
 }
 
-/* ---- descriptor table ---------------------------------------------------- */
-
-static int install(struct kura_fs *fs, struct ofile *of)
+int fd_dir_ino(struct kura_fs *fs, int dirfd, const char *path, uint64_t *start)
 {
-	pthread_mutex_lock(&fs->fd_mutex);
-	int fd = -1;
-	for (int i = 0; i < fs->nfds; i++)
-		if (!fs->fds[i]) {
-			fd = i;
-			break;
-		}
-	if (fd < 0) {
-		int n = fs->nfds ? fs->nfds * 2 : 64;
-		struct ofile **t = realloc(fs->fds, (size_t)n * sizeof *t);
-		if (!t) {
-			pthread_mutex_unlock(&fs->fd_mutex);
-			return -ENOMEM;
-		}
-		memset(t + fs->nfds, 0, (size_t)(n - fs->nfds) * sizeof *t);
-		fd = fs->nfds;
-		fs->fds = t;
-		fs->nfds = n;
-	}
-	fs->fds[fd] = of;
-	of->refs++;
-	pthread_mutex_unlock(&fs->fd_mutex);
-	return fd;
-}
-
-/* Looks a descriptor up and takes a reference, so a concurrent close cannot
- * free the description under the caller. */
-static struct ofile *get_ofile(struct kura_fs *fs, int fd)
-{
-	struct ofile *of = NULL;
-	pthread_mutex_lock(&fs->fd_mutex);
-	if (fd >= 0 && fd < fs->nfds && fs->fds[fd]) {
-		of = fs->fds[fd];
-		of->refs++;
-	}
-	pthread_mutex_unlock(&fs->fd_mutex);
-	return of;
-}
-
-static void put_ofile(struct kura_fs *fs, struct ofile *of)
-{
-	pthread_mutex_lock(&fs->fd_mutex);
-	int last = --of->refs == 0;
-	pthread_mutex_unlock(&fs->fd_mutex);
-	if (last)
-		release_ofile(fs, of);
-}
-
-/* The last reference to a description: drop the pool-wide open count, and
- * free the inode if it was unlinked meanwhile. */
-static void release_ofile(struct kura_fs *fs, struct ofile *of)
-{
-	if (fs->read_only) {
-		fs_lock_for_read(fs);
-		lock_open_dec(&fs->lk, of->ino);
-		fs_unlock_for_read(fs);
-	} else if (fs_begin(fs) == 0) {
-		uint64_t left = lock_open_dec(&fs->lk, of->ino);
-		const struct kura_inode *ip = ino_get(fs, of->ino);
-		if (!left && ip && ip->nlink == 0) {
-			orphan_remove(fs, of->ino);
-			inode_free(fs, of->ino);
-		}
-		fs_end(fs, 0);
-	}
-	pthread_mutex_destroy(&of->pos_lock);
-	free(of);
+	if (!path)
+		return -EFAULT;
+	*start = 0;
+	if (path[0] == '/' || dirfd == KURA_AT_ROOT)
+		return 0;
+	struct ofile *of = ofile_get(fs, dirfd);
+	if (!of)
+		return -EBADF;
+	uint64_t ino = of->ino;
+	ofile_put(fs, of);
+	/* The descriptor keeps the inode alive, and its type never changes. */
+	const struct kura_inode *ip = ino_get(fs, ino);
+	if (!ip)
+		return -EBADF;
+	if (!S_ISDIR(ip->mode))
+		return -ENOTDIR;
+	*start = ino;
+	return 0;
 }
 
 /* ---- open / close ---------------------------------------------------------- */
@@ -147,12 +90,12 @@ static void release_ofile(struct kura_fs *fs, struct ofile *of)
 	(O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME | \
 	 O_SYNC | O_DSYNC | O_DIRECT | O_NOCTTY | O_NONBLOCK | O_LARGEFILE)
 
-static int do_open(struct kura_fs *fs, const char *path, int flags, mode_t mode, uint64_t *out)
+static int do_open(struct kura_fs *fs, uint64_t start, const char *path, int flags, mode_t mode, uint64_t *out)
 {
 	int acc = flags & O_ACCMODE;
 	struct walk w;
 	int follow = (flags & O_NOFOLLOW) || ((flags & O_CREAT) && (flags & O_EXCL)) ? 0 : WALK_FOLLOW;
-	int err = path_walk(fs, path, (flags & O_CREAT ? WALK_PARENT : 0) | follow, &w);
+	int err = path_walk(fs, start, path, (flags & O_CREAT ? WALK_PARENT : 0) | follow, &w);
 	if (err)
 		return err;
 	uint64_t ino = w.ino;
@@ -194,97 +137,114 @@ static int do_open(struct kura_fs *fs, const char *path, int flags, mode_t mode,
 	return 0;
 }
 
-int kura_open(kura_fs *fs, const char *path, int flags, mode_t mode)
+int kura_openat(kura_fs *fs, int dirfd, const char *path, int flags, mode_t mode)
 {
-	if (flags & ~SUPPORTED_OPEN_FLAGS) {
+	if (flags & ~SUPPORTED_OPEN_FLAGS)
 		return (flags & __O_TMPFILE) == __O_TMPFILE ? -EOPNOTSUPP : -EINVAL;
-	}
 	if ((flags & O_ACCMODE) == O_ACCMODE)
 		return -EINVAL;
 	if ((flags & O_CREAT) && (flags & O_DIRECTORY))
 		return -EINVAL; /* as Linux since 6.4 */
-	int writes = (flags & O_ACCMODE) != O_RDONLY;
-	if (fs->read_only && writes)
+	if (fs->read_only && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)))
 		return -EROFS;
-	struct ofile *of = calloc(1, sizeof *of);
-	if (!of)
-		return -ENOMEM;
-	pthread_mutex_init(&of->pos_lock, NULL);
-	of->flags = flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY);
+	uint64_t start;
+	int err = fd_dir_ino(fs, dirfd, path, &start);
+	if (err)
+		return err;
 	uint64_t ino = 0;
-	int err;
+	int counted = 0;
 	if (fs->read_only) {
 		fs_lock_for_read(fs);
-		err = do_open(fs, path, flags, mode, &ino);
+		err = do_open(fs, start, path, flags, mode, &ino);
 		if (!err)
 			err = lock_open_inc(&fs->lk, ino);
 		fs_unlock_for_read(fs);
-	} else {
-		err = fs_begin(fs);
-		if (err)
-			goto fail;
-		err = do_open(fs, path, flags, mode, &ino);
-		/* Counted before commit, under the mutex, so no unlink can slip
+	} else if (!(err = fs_begin(fs))) {
+		err = do_open(fs, start, path, flags, mode, &ino);
+		/* Counted under the mutex, before commit, so no unlink can slip
 		 * between the lookup and the count. */
 		if (!err)
 			err = lock_open_inc(&fs->lk, ino);
-		int counted = !err;
+		counted = !err;
 		err = fs_end(fs, err);
-		if (err && counted) {
+	}
+	if (err) {
+		if (counted) {
 			fs_lock_for_read(fs);
 			lock_open_dec(&fs->lk, ino);
 			fs_unlock_for_read(fs);
 		}
+		return err;
 	}
-	if (err)
-		goto fail;
-	of->ino = ino;
-	int fd = install(fs, of);
-	if (fd < 0) {
-		of->refs = 1;
-		put_ofile(fs, of);
+	struct ofile *of = ofile_new(fs, ino, flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY | O_CLOEXEC));
+	if (!of) {
+		fs_lock_for_read(fs);
+		lock_open_dec(&fs->lk, ino);
+		fs_unlock_for_read(fs);
+		return -ENFILE;
 	}
+	int fd = fd_install(fs, of);
+	if (fd < 0)
+		ofile_put(fs, of);
 	return fd;
-fail:
-	pthread_mutex_destroy(&of->pos_lock);
-	free(of);
-	return err;
+}
+
+int kura_open(kura_fs *fs, const char *path, int flags, mode_t mode)
+{
+	return kura_openat(fs, KURA_AT_ROOT, path, flags, mode);
 }
 
 int kura_close(kura_fs *fs, int fd)
 {
-	pthread_mutex_lock(&fs->fd_mutex);
-	if (fd < 0 || fd >= fs->nfds || !fs->fds[fd]) {
-		pthread_mutex_unlock(&fs->fd_mutex);
+	struct ofile *of = fd_remove(fs, fd);
+	if (!of)
 		return -EBADF;
-	}
-	struct ofile *of = fs->fds[fd];
-	fs->fds[fd] = NULL;
-	int last = --of->refs == 0;
-	pthread_mutex_unlock(&fs->fd_mutex);
-	if (last)
-		release_ofile(fs, of);
+	ofile_put(fs, of);
 	return 0;
 }
 
 int kura_dup(kura_fs *fs, int fd)
 {
-	struct ofile *of = get_ofile(fs, fd);
+	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;
-	int nfd = install(fs, of);
-	put_ofile(fs, of);
+	int nfd = fd_install(fs, of); /* the reference taken above becomes the new descriptor's */
+	if (nfd < 0)
+		ofile_put(fs, of);
 	return nfd;
 }
 
 int kura_fd_flags(kura_fs *fs, int fd)
 {
-	struct ofile *of = get_ofile(fs, fd);
+	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;
 	int flags = of->flags;
-	put_ofile(fs, of);
+	ofile_put(fs, of);
 	return flags;
+}
+
+int kura_fd_setfl(kura_fs *fs, int fd, int flags)
+{
+	const int changeable = O_APPEND | O_NONBLOCK | O_NOATIME | O_DIRECT;
+	struct ofile *of = ofile_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	ofile_lock_pos(of);
+	of->flags = (of->flags & ~changeable) | (flags & changeable);
+	ofile_unlock_pos(of);
+	ofile_put(fs, of);
+	return 0;
+}
+
+int64_t kura_fd_ino(kura_fs *fs, int fd)
+{
+	struct ofile *of = ofile_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	int64_t ino = (int64_t)of->ino;
+	ofile_put(fs, of);
+	return ino;
 }
 
 /* ---- data ---------------------------------------------------------------- */
@@ -336,15 +296,15 @@ static ssize_t write_at(struct kura_fs *fs, struct ofile *of, const void *buf, s
 
 ssize_t kura_read(kura_fs *fs, int fd, void *buf, size_t count)
 {
-	struct ofile *of = get_ofile(fs, fd);
+	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;
-	pthread_mutex_lock(&of->pos_lock);
+	ofile_lock_pos(of);
 	ssize_t n = read_at(fs, of, buf, count, of->pos);
 	if (n > 0)
 		of->pos += (uint64_t)n;
-	pthread_mutex_unlock(&of->pos_lock);
-	put_ofile(fs, of);
+	ofile_unlock_pos(of);
+	ofile_put(fs, of);
 	return n;
 }
 
@@ -352,26 +312,26 @@ ssize_t kura_pread(kura_fs *fs, int fd, void *buf, size_t count, off_t offset)
 {
 	if (offset < 0)
 		return -EINVAL;
-	struct ofile *of = get_ofile(fs, fd);
+	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;
 	ssize_t n = read_at(fs, of, buf, count, (uint64_t)offset);
-	put_ofile(fs, of);
+	ofile_put(fs, of);
 	return n;
 }
 
 ssize_t kura_write(kura_fs *fs, int fd, const void *buf, size_t count)
 {
-	struct ofile *of = get_ofile(fs, fd);
+	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;
-	pthread_mutex_lock(&of->pos_lock);
+	ofile_lock_pos(of);
 	uint64_t off = of->pos;
 	ssize_t n = write_at(fs, of, buf, count, &off, of->flags & O_APPEND);
 	if (n >= 0)
 		of->pos = off + (uint64_t)n;
-	pthread_mutex_unlock(&of->pos_lock);
-	put_ofile(fs, of);
+	ofile_unlock_pos(of);
+	ofile_put(fs, of);
 	return n;
 }
 
@@ -379,22 +339,22 @@ ssize_t kura_pwrite(kura_fs *fs, int fd, const void *buf, size_t count, off_t of
 {
 	if (offset < 0)
 		return -EINVAL;
-	struct ofile *of = get_ofile(fs, fd);
+	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;
 	uint64_t off = (uint64_t)offset;
 	/* Linux appends even with pwrite when O_APPEND is set. */
 	ssize_t n = write_at(fs, of, buf, count, &off, of->flags & O_APPEND);
-	put_ofile(fs, of);
+	ofile_put(fs, of);
 	return n;
 }
 
 off_t kura_lseek(kura_fs *fs, int fd, off_t offset, int whence)
 {
-	struct ofile *of = get_ofile(fs, fd);
+	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;
-	pthread_mutex_lock(&of->pos_lock);
+	ofile_lock_pos(of);
 	int64_t base = 0, ret = 0;
 	struct stat st;
 	if (whence == SEEK_END || whence == SEEK_DATA || whence == SEEK_HOLE) {
@@ -432,8 +392,8 @@ off_t kura_lseek(kura_fs *fs, int fd, off_t offset, int whence)
 	of->pos = (uint64_t)(base + offset);
 	ret = base + offset;
 out:
-	pthread_mutex_unlock(&of->pos_lock);
-	put_ofile(fs, of);
+	ofile_unlock_pos(of);
+	ofile_put(fs, of);
 	return (off_t)ret;
 }
 
@@ -452,7 +412,7 @@ int kura_ftruncate(kura_fs *fs, int fd, off_t length)
 {
 	if (length < 0)
 		return -EINVAL;
-	struct ofile *of = get_ofile(fs, fd);
+	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;
 	int err = fs_begin(fs);
@@ -463,7 +423,7 @@ int kura_ftruncate(kura_fs *fs, int fd, off_t length)
 			err = inode_truncate(fs, of->ino, (uint64_t)length);
 		err = fs_end(fs, err);
 	}
-	put_ofile(fs, of);
+	ofile_put(fs, of);
 	return err;
 }
 
@@ -478,7 +438,7 @@ int kura_fallocate(kura_fs *fs, int fd, int mode, off_t offset, off_t len)
 		return -EOPNOTSUPP;
 	if (offset < 0 || len <= 0)
 		return -EINVAL;
-	struct ofile *of = get_ofile(fs, fd);
+	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;
 	int err = fs_begin(fs);
@@ -488,23 +448,23 @@ int kura_fallocate(kura_fs *fs, int fd, int mode, off_t offset, off_t len)
 			err = inode_fallocate(fs, of->ino, mode, (uint64_t)offset, (uint64_t)len);
 		err = fs_end(fs, err);
 	}
-	put_ofile(fs, of);
+	ofile_put(fs, of);
 	return err;
 }
 
 int kura_fsync(kura_fs *fs, int fd)
 {
 	/* Every operation was durable when it returned. */
-	struct ofile *of = get_ofile(fs, fd);
+	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;
-	put_ofile(fs, of);
+	ofile_put(fs, of);
 	return 0;
 }
 
 int kura_fstat(kura_fs *fs, int fd, struct stat *st)
 {
-	struct ofile *of = get_ofile(fs, fd);
+	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;
 	int ret;
@@ -514,37 +474,37 @@ int kura_fstat(kura_fs *fs, int fd, struct stat *st)
 		if (ip)
 			inode_to_stat(fs, of->ino, ip, st);
 	});
-	put_ofile(fs, of);
+	ofile_put(fs, of);
 	return ret;
 }
 
 int kura_fchmod(kura_fs *fs, int fd, mode_t mode)
 {
-	struct ofile *of = get_ofile(fs, fd);
+	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;
 	int err = attr_by_ino(fs, of->ino, 0, mode, 0, 0, NULL);
-	put_ofile(fs, of);
+	ofile_put(fs, of);
 	return err;
 }
 
 int kura_fchown(kura_fs *fs, int fd, uid_t uid, gid_t gid)
 {
-	struct ofile *of = get_ofile(fs, fd);
+	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;
 	int err = attr_by_ino(fs, of->ino, 1, 0, uid, gid, NULL);
-	put_ofile(fs, of);
+	ofile_put(fs, of);
 	return err;
 }
 
 int kura_futimens(kura_fs *fs, int fd, const struct timespec times[2])
 {
-	struct ofile *of = get_ofile(fs, fd);
+	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;
 	int err = attr_by_ino(fs, of->ino, 2, 0, 0, 0, times);
-	put_ofile(fs, of);
+	ofile_put(fs, of);
 	return err;
 }
 
@@ -558,9 +518,27 @@ kura_dir *kura_opendir(kura_fs *fs, const char *path, int *err)
 			*err = fd;
 		return NULL;
 	}
+	kura_dir *d = kura_fdopendir(fs, fd, err);
+	if (!d)
+		kura_close(fs, fd);
+	return d;
+}
+
+kura_dir *kura_fdopendir(kura_fs *fs, int fd, int *err)
+{
+	struct stat st;
+	int e = kura_fstat(fs, fd, &st);
+	if (!e && !S_ISDIR(st.st_mode))
+		e = -ENOTDIR;
+	if (!e && (kura_fd_flags(fs, fd) & O_ACCMODE) == O_WRONLY)
+		e = -EBADF;
+	if (e) {
+		if (err)
+			*err = e;
+		return NULL;
+	}
 	kura_dir *d = calloc(1, sizeof *d);
 	if (!d) {
-		kura_close(fs, fd);
 		if (err)
 			*err = -ENOMEM;
 		return NULL;
@@ -573,7 +551,7 @@ kura_dir *kura_opendir(kura_fs *fs, const char *path, int *err)
 int kura_readdir(kura_dir *d, struct kura_dirent *ent)
 {
 	struct kura_fs *fs = d->fs;
-	struct ofile *of = get_ofile(fs, d->fd);
+	struct ofile *of = ofile_get(fs, d->fd);
 	if (!of)
 		return -EBADF;
 	int ret;
@@ -589,7 +567,7 @@ int kura_readdir(kura_dir *d, struct kura_dirent *ent)
 		});
 		if (ret == 1)
 			ent->next_cookie = ++d->cookie;
-		put_ofile(fs, of);
+		ofile_put(fs, of);
 		return ret;
 	}
 	struct dir_entry de;
@@ -608,7 +586,74 @@ int kura_readdir(kura_dir *d, struct kura_dirent *ent)
 	} else if (ret == 0) {
 		d->cookie = DIR_COOKIE_END + 2;
 	}
-	put_ofile(fs, of);
+	ofile_put(fs, of);
+	return ret;
+}
+
+int kura_dirfd(kura_dir *d)
+{
+	return d->fd;
+}
+
+/* Finds the name under which dir is linked in parent (a scan of parent). */
+static int name_in_parent(const struct kura_fs *fs, uint64_t parent, uint64_t dir, struct dir_entry *out)
+{
+	const struct kura_inode *pip = ino_get(fs, parent);
+	if (!pip || !S_ISDIR(pip->mode))
+		return -EUCLEAN;
+	uint64_t cookie = 0;
+	int r;
+	while ((r = dir_next(fs, pip, &cookie, out)) == 1)
+		if (out->ino == dir)
+			return 0;
+	return r < 0 ? r : -ENOENT;
+}
+
+/* Builds the path backwards, from the directory up to the root. */
+static int build_path(const struct kura_fs *fs, uint64_t ino, char *buf, size_t len)
+{
+	char path[PATH_MAX];
+	size_t at = sizeof path - 1;
+	path[at] = 0;
+	uint64_t cur = ino, root = fs->sb->root_ino;
+	const struct kura_inode *ip = ino_get(fs, cur);
+	if (!ip)
+		return -EBADF;
+	if (!S_ISDIR(ip->mode))
+		return -ENOTDIR;
+	if (ip->nlink == 0)
+		return -ENOENT;
+	for (unsigned depth = 0; cur != root; depth++) {
+		struct dir_entry de;
+		ip = ino_get(fs, cur);
+		if (!ip || depth > PATH_MAX / 2)
+			return -EUCLEAN;
+		int err = name_in_parent(fs, ip->parent, cur, &de);
+		if (err)
+			return err;
+		if (de.name_len + 1 > at)
+			return -ENAMETOOLONG;
+		at -= de.name_len;
+		memcpy(path + at, de.name, de.name_len);
+		path[--at] = '/';
+		cur = ip->parent;
+	}
+	if (path[at] == 0)
+		path[--at] = '/';
+	size_t n = sizeof path - 1 - at;
+	if (n + 1 > len)
+		return -ERANGE;
+	memcpy(buf, path + at, n + 1);
+	return 0;
+}
+
+int kura_getpath(kura_fs *fs, int fd, char *buf, size_t len)
+{
+	int64_t ino = kura_fd_ino(fs, fd);
+	if (ino < 0)
+		return (int)ino;
+	int ret;
+	FS_READ(fs, ret, ret = build_path(fs, (uint64_t)ino, buf, len));
 	return ret;
 }
 

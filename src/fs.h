@@ -45,10 +45,14 @@ struct kura_fs {
 	uint64_t alloc_hint;
 	uint64_t *pending_free;
 	size_t npending_free, cap_pending_free;
-	/* descriptors of this mount */
+	int mounted_alone;           /* no other process had the pool mounted */
+	/* descriptors of this mount (ofile.c) */
 	pthread_mutex_t fd_mutex;
-	struct ofile **fds;
+	int32_t *fds;                /* descriptor -> slot of ofiles, -1 = closed */
 	int nfds;
+	struct ofile *ofiles;        /* shared table of open file descriptions */
+	int state_fd;                /* its memfd */
+	uint32_t ofile_hint;
 };
 
 static inline const struct kura_state *fs_state(const struct kura_fs *fs)

@@ -395,7 +395,7 @@ int kura_fsck(const char *pool_path, int repair, kura_report_fn report, void *ct
 {
 	struct kura_mount_opts opts = { .read_only = !repair, .no_recover = 1 };
 	int err = 0;
-	struct kura_fs *fs = fs_open(pool_path, &opts, &err);
+	struct kura_fs *fs = fs_open(pool_path, &opts, 0, &err);
 	if (!fs) {
 		if (report)
 			report(ctx, kura_last_error());

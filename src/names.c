@@ -42,6 +42,8 @@ void drop_link(struct kura_fs *fs, uint64_t ino)
 int create_at(struct kura_fs *fs, const struct walk *w, mode_t mode, uint64_t *out)
 {
 	const struct kura_inode *dip = ino_get(fs, w->dir);
+	if (dip->nlink == 0)
+		return -ENOENT; /* creating in a removed directory (reached through a descriptor) */
 	int err = perm_check(fs, dip, W_OK | X_OK);
 	if (err)
 		return err;
@@ -70,38 +72,47 @@ int create_at(struct kura_fs *fs, const struct walk *w, mode_t mode, uint64_t *o
 	return fs->tx.err;
 }
 
-int kura_stat(kura_fs *fs, const char *path, struct stat *st)
+int kura_fstatat(kura_fs *fs, int dirfd, const char *path, struct stat *st, int flags)
 {
-	int ret;
+	if (flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH | AT_NO_AUTOMOUNT))
+		return -EINVAL;
+	if (path && !*path && (flags & AT_EMPTY_PATH))
+		return dirfd == KURA_AT_ROOT ? kura_fstatat(fs, dirfd, "/", st, 0) : kura_fstat(fs, dirfd, st);
+	uint64_t start;
+	int ret = fd_dir_ino(fs, dirfd, path, &start);
+	if (ret)
+		return ret;
 	FS_READ(fs, ret, {
 		struct walk w;
-		ret = path_walk(fs, path, WALK_FOLLOW, &w);
+		ret = path_walk(fs, start, path, flags & AT_SYMLINK_NOFOLLOW ? 0 : WALK_FOLLOW, &w);
 		if (!ret)
 			inode_to_stat(fs, w.ino, ino_get(fs, w.ino), st);
 	});
 	return ret;
+}
+
+int kura_stat(kura_fs *fs, const char *path, struct stat *st)
+{
+	return kura_fstatat(fs, KURA_AT_ROOT, path, st, 0);
 }
 
 int kura_lstat(kura_fs *fs, const char *path, struct stat *st)
 {
-	int ret;
-	FS_READ(fs, ret, {
-		struct walk w;
-		ret = path_walk(fs, path, 0, &w);
-		if (!ret)
-			inode_to_stat(fs, w.ino, ino_get(fs, w.ino), st);
-	});
-	return ret;
+	return kura_fstatat(fs, KURA_AT_ROOT, path, st, AT_SYMLINK_NOFOLLOW);
 }
 
-int kura_access(kura_fs *fs, const char *path, int mode)
+int kura_faccessat(kura_fs *fs, int dirfd, const char *path, int mode, int flags)
 {
-	if (mode & ~(R_OK | W_OK | X_OK))
+	if (mode & ~(R_OK | W_OK | X_OK) || flags & ~(AT_EACCESS | AT_SYMLINK_NOFOLLOW))
 		return -EINVAL;
-	int ret;
+	uint64_t start;
+	int ret = fd_dir_ino(fs, dirfd, path, &start);
+	if (ret)
+		return ret;
+	/* Credentials are the mount's: effective and real ids are not told apart. */
 	FS_READ(fs, ret, {
 		struct walk w;
-		ret = path_walk(fs, path, WALK_FOLLOW, &w);
+		ret = path_walk(fs, start, path, flags & AT_SYMLINK_NOFOLLOW ? 0 : WALK_FOLLOW, &w);
 		if (!ret && mode)
 			ret = perm_check(fs, ino_get(fs, w.ino), mode);
 		if (!ret && (mode & W_OK) && fs->read_only)
@@ -110,10 +121,15 @@ int kura_access(kura_fs *fs, const char *path, int mode)
 	return ret;
 }
 
-/* Resolves the parent of a name to be created; the name must be absent. */
-static int walk_new(struct kura_fs *fs, const char *path, struct walk *w)
+int kura_access(kura_fs *fs, const char *path, int mode)
 {
-	int err = path_walk(fs, path, WALK_PARENT, w);
+	return kura_faccessat(fs, KURA_AT_ROOT, path, mode, 0);
+}
+
+/* Resolves the parent of a name to be created; the name must be absent. */
+static int walk_new(struct kura_fs *fs, uint64_t start, const char *path, struct walk *w)
+{
+	int err = path_walk(fs, start, path, WALK_PARENT, w);
 	if (err)
 		return err;
 	if (w->ino)
@@ -121,34 +137,50 @@ static int walk_new(struct kura_fs *fs, const char *path, struct walk *w)
 	return 0;
 }
 
-int kura_mkdir(kura_fs *fs, const char *path, mode_t mode)
+int kura_mkdirat(kura_fs *fs, int dirfd, const char *path, mode_t mode)
 {
-	int err = fs_begin(fs);
+	uint64_t start;
+	int err = fd_dir_ino(fs, dirfd, path, &start);
+	if (err || (err = fs_begin(fs)))
+		return err;
 	if (err)
 		return err;
 	struct walk w;
 	uint64_t ino;
-	err = walk_new(fs, path, &w);
+	err = walk_new(fs, start, path, &w);
 	if (!err)
 		err = create_at(fs, &w, S_IFDIR | (mode & 07777), &ino);
 	return fs_end(fs, err);
 }
 
-int kura_mknod(kura_fs *fs, const char *path, mode_t mode)
+int kura_mkdir(kura_fs *fs, const char *path, mode_t mode)
+{
+	return kura_mkdirat(fs, KURA_AT_ROOT, path, mode);
+}
+
+int kura_mknodat(kura_fs *fs, int dirfd, const char *path, mode_t mode)
 {
 	if ((mode & S_IFMT) != S_IFREG && (mode & S_IFMT) != 0)
 		return -EOPNOTSUPP;
-	int err = fs_begin(fs);
+	uint64_t start;
+	int err = fd_dir_ino(fs, dirfd, path, &start);
+	if (err || (err = fs_begin(fs)))
+		return err;
 	if (err)
 		return err;
 	struct walk w;
 	uint64_t ino;
-	err = walk_new(fs, path, &w);
+	err = walk_new(fs, start, path, &w);
 	if (!err && w.trailing_slash)
 		err = -ENOENT;
 	if (!err)
 		err = create_at(fs, &w, S_IFREG | (mode & 07777), &ino);
 	return fs_end(fs, err);
+}
+
+int kura_mknod(kura_fs *fs, const char *path, mode_t mode)
+{
+	return kura_mknodat(fs, KURA_AT_ROOT, path, mode);
 }
 
 /* Sticky directories: only the owner of the entry or of the directory (or
@@ -158,10 +190,10 @@ static int sticky_ok(const struct kura_fs *fs, const struct kura_inode *dip, con
 	return !(dip->mode & S_ISVTX) || fs->uid == 0 || ip->uid == fs->uid || dip->uid == fs->uid;
 }
 
-static int remove_name(struct kura_fs *fs, const char *path, int want_dir)
+static int remove_name(struct kura_fs *fs, uint64_t start, const char *path, int want_dir)
 {
 	struct walk w;
-	int err = path_walk(fs, path, WALK_PARENT, &w);
+	int err = path_walk(fs, start, path, WALK_PARENT, &w);
 	if (err)
 		return err;
 	if (w.len == 0)
@@ -197,27 +229,40 @@ static int remove_name(struct kura_fs *fs, const char *path, int want_dir)
 	return fs->tx.err;
 }
 
+int kura_unlinkat(kura_fs *fs, int dirfd, const char *path, int flags)
+{
+	if (flags & ~AT_REMOVEDIR)
+		return -EINVAL;
+	uint64_t start;
+	int err = fd_dir_ino(fs, dirfd, path, &start);
+	if (err || (err = fs_begin(fs)))
+		return err;
+	return fs_end(fs, remove_name(fs, start, path, flags & AT_REMOVEDIR));
+}
+
 int kura_unlink(kura_fs *fs, const char *path)
 {
-	int err = fs_begin(fs);
-	return err ? err : fs_end(fs, remove_name(fs, path, 0));
+	return kura_unlinkat(fs, KURA_AT_ROOT, path, 0);
 }
 
 int kura_rmdir(kura_fs *fs, const char *path)
 {
-	int err = fs_begin(fs);
-	return err ? err : fs_end(fs, remove_name(fs, path, 1));
+	return kura_unlinkat(fs, KURA_AT_ROOT, path, AT_REMOVEDIR);
 }
 
-static int do_link(struct kura_fs *fs, const char *oldpath, const char *newpath)
+static int do_link(struct kura_fs *fs, uint64_t ostart, const char *oldpath, uint64_t nstart, const char *newpath,
+		   int follow_old, uint64_t by_ino)
 {
 	struct walk o, n;
-	int err = path_walk(fs, oldpath, 0, &o);
-	if (err)
+	int err = 0;
+	if (by_ino) {
+		o.ino = by_ino; /* AT_EMPTY_PATH: the descriptor's own inode */
+	} else if ((err = path_walk(fs, ostart, oldpath, follow_old, &o))) {
 		return err;
+	}
 	const struct kura_inode *ip = ino_get(fs, o.ino);
 	/* Linux resolves the new name before refusing a directory. */
-	if ((err = walk_new(fs, newpath, &n)))
+	if ((err = walk_new(fs, nstart, newpath, &n)))
 		return err;
 	if (S_ISDIR(ip->mode))
 		return -EPERM;
@@ -237,13 +282,32 @@ static int do_link(struct kura_fs *fs, const char *oldpath, const char *newpath)
 	return fs->tx.err;
 }
 
-int kura_link(kura_fs *fs, const char *oldpath, const char *newpath)
+int kura_linkat(kura_fs *fs, int olddirfd, const char *oldpath, int newdirfd, const char *newpath, int flags)
 {
-	int err = fs_begin(fs);
-	return err ? err : fs_end(fs, do_link(fs, oldpath, newpath));
+	if (flags & ~(AT_SYMLINK_FOLLOW | AT_EMPTY_PATH))
+		return -EINVAL;
+	uint64_t ostart = 0, nstart, by_ino = 0;
+	int err;
+	if ((flags & AT_EMPTY_PATH) && oldpath && !*oldpath) {
+		int64_t ino = kura_fd_ino(fs, olddirfd);
+		if (ino < 0)
+			return (int)ino;
+		by_ino = (uint64_t)ino;
+	} else if ((err = fd_dir_ino(fs, olddirfd, oldpath, &ostart))) {
+		return err;
+	}
+	if ((err = fd_dir_ino(fs, newdirfd, newpath, &nstart)) || (err = fs_begin(fs)))
+		return err;
+	return fs_end(fs, do_link(fs, ostart, oldpath, nstart, newpath, flags & AT_SYMLINK_FOLLOW ? WALK_FOLLOW : 0,
+				  by_ino));
 }
 
-static int do_symlink(struct kura_fs *fs, const char *target, const char *linkpath)
+int kura_link(kura_fs *fs, const char *oldpath, const char *newpath)
+{
+	return kura_linkat(fs, KURA_AT_ROOT, oldpath, KURA_AT_ROOT, newpath, 0);
+}
+
+static int do_symlink(struct kura_fs *fs, const char *target, uint64_t start, const char *linkpath)
 {
 	size_t tl = strnlen(target, KURA_SYMLINK_MAX + 1);
 	if (tl == 0)
@@ -252,7 +316,7 @@ static int do_symlink(struct kura_fs *fs, const char *target, const char *linkpa
 		return -ENAMETOOLONG;
 	struct walk w;
 	uint64_t ino;
-	int err = walk_new(fs, linkpath, &w);
+	int err = walk_new(fs, start, linkpath, &w);
 	if (!err && w.trailing_slash)
 		err = -ENOENT;
 	if (!err)
@@ -264,20 +328,32 @@ static int do_symlink(struct kura_fs *fs, const char *target, const char *linkpa
 	return err;
 }
 
-int kura_symlink(kura_fs *fs, const char *target, const char *linkpath)
+int kura_symlinkat(kura_fs *fs, const char *target, int dirfd, const char *linkpath)
 {
-	int err = fs_begin(fs);
-	return err ? err : fs_end(fs, do_symlink(fs, target, linkpath));
+	uint64_t start;
+	int err = fd_dir_ino(fs, dirfd, linkpath, &start);
+	if (err || (err = fs_begin(fs)))
+		return err;
+	return fs_end(fs, do_symlink(fs, target, start, linkpath));
 }
 
-ssize_t kura_readlink(kura_fs *fs, const char *path, char *buf, size_t bufsiz)
+int kura_symlink(kura_fs *fs, const char *target, const char *linkpath)
+{
+	return kura_symlinkat(fs, target, KURA_AT_ROOT, linkpath);
+}
+
+ssize_t kura_readlinkat(kura_fs *fs, int dirfd, const char *path, char *buf, size_t bufsiz)
 {
 	ssize_t ret;
 	if (bufsiz == 0)
 		return -EINVAL;
+	uint64_t start;
+	int err0 = fd_dir_ino(fs, dirfd, path, &start);
+	if (err0)
+		return err0;
 	FS_READ(fs, ret, {
 		struct walk w;
-		int err = path_walk(fs, path, 0, &w);
+		int err = path_walk(fs, start, path, 0, &w);
 		const struct kura_inode *ip = err ? NULL : ino_get(fs, w.ino);
 		if (err)
 			ret = err;
@@ -287,6 +363,11 @@ ssize_t kura_readlink(kura_fs *fs, const char *path, char *buf, size_t bufsiz)
 			ret = inode_read(fs, ip, buf, bufsiz < ip->size ? bufsiz : ip->size, 0);
 	});
 	return ret;
+}
+
+ssize_t kura_readlink(kura_fs *fs, const char *path, char *buf, size_t bufsiz)
+{
+	return kura_readlinkat(fs, KURA_AT_ROOT, path, buf, bufsiz);
 }
 
 /* Is `dir` equal to or below `ancestor`?  Walks parent pointers to the root. */
@@ -315,13 +396,14 @@ static void reparent(struct kura_fs *fs, uint64_t ino, uint64_t from, uint64_t t
 	INO_SET(fs, to, nlink, ino_get(fs, to)->nlink + 1);
 }
 
-static int do_rename(struct kura_fs *fs, const char *oldpath, const char *newpath, unsigned flags)
+static int do_rename(struct kura_fs *fs, uint64_t ostart, const char *oldpath, uint64_t nstart, const char *newpath,
+		     unsigned flags)
 {
 	struct walk o, n;
-	int err = path_walk(fs, oldpath, WALK_PARENT | WALK_DEFER_LONG, &o);
+	int err = path_walk(fs, ostart, oldpath, WALK_PARENT | WALK_DEFER_LONG, &o);
 	if (err)
 		return err;
-	if ((err = path_walk(fs, newpath, WALK_PARENT | WALK_DEFER_LONG, &n)))
+	if ((err = path_walk(fs, nstart, newpath, WALK_PARENT | WALK_DEFER_LONG, &n)))
 		return err;
 	/* Linux's order: the old name's lookup, then the new name's. */
 	if (o.toolong)
@@ -405,13 +487,22 @@ static int do_rename(struct kura_fs *fs, const char *oldpath, const char *newpat
 	return fs->tx.err;
 }
 
-int kura_rename(kura_fs *fs, const char *oldpath, const char *newpath, unsigned flags)
+int kura_renameat2(kura_fs *fs, int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
+		   unsigned flags)
 {
 	if (flags & ~(unsigned)(RENAME_NOREPLACE | RENAME_EXCHANGE) ||
 	    (flags & RENAME_NOREPLACE && flags & RENAME_EXCHANGE))
 		return -EINVAL;
-	int err = fs_begin(fs);
-	return err ? err : fs_end(fs, do_rename(fs, oldpath, newpath, flags));
+	uint64_t ostart, nstart;
+	int err = fd_dir_ino(fs, olddirfd, oldpath, &ostart);
+	if (err || (err = fd_dir_ino(fs, newdirfd, newpath, &nstart)) || (err = fs_begin(fs)))
+		return err;
+	return fs_end(fs, do_rename(fs, ostart, oldpath, nstart, newpath, flags));
+}
+
+int kura_rename(kura_fs *fs, const char *oldpath, const char *newpath, unsigned flags)
+{
+	return kura_renameat2(fs, KURA_AT_ROOT, oldpath, KURA_AT_ROOT, newpath, flags);
 }
 
 /* ---- attributes ---------------------------------------------------------- */
@@ -476,33 +567,61 @@ static int set_times(struct kura_fs *fs, uint64_t ino, const struct timespec tim
 	return fs->tx.err;
 }
 
-static int path_attr(struct kura_fs *fs, const char *path, int follow, int what, mode_t mode, uid_t uid, gid_t gid,
-		     const struct timespec *times)
+static int path_attr(struct kura_fs *fs, int dirfd, const char *path, int follow, int what, mode_t mode, uid_t uid,
+		     gid_t gid, const struct timespec *times)
 {
-	int err = fs_begin(fs);
-	if (err)
+	uint64_t start;
+	int err = fd_dir_ino(fs, dirfd, path, &start);
+	if (err || (err = fs_begin(fs)))
 		return err;
 	struct walk w;
-	err = path_walk(fs, path, follow ? WALK_FOLLOW : 0, &w);
+	err = path_walk(fs, start, path, follow ? WALK_FOLLOW : 0, &w);
 	if (!err)
 		err = what == 0 ? set_mode(fs, w.ino, mode) : what == 1 ? set_owner(fs, w.ino, uid, gid)
 									: set_times(fs, w.ino, times);
 	return fs_end(fs, err);
 }
 
+int kura_fchmodat(kura_fs *fs, int dirfd, const char *path, mode_t mode, int flags)
+{
+	if (flags & ~AT_SYMLINK_NOFOLLOW)
+		return -EINVAL;
+	if (flags & AT_SYMLINK_NOFOLLOW)
+		return -EOPNOTSUPP; /* as Linux: symlinks have no mode of their own to change */
+	return path_attr(fs, dirfd, path, 1, 0, mode, 0, 0, NULL);
+}
+
+int kura_fchownat(kura_fs *fs, int dirfd, const char *path, uid_t uid, gid_t gid, int flags)
+{
+	if (flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))
+		return -EINVAL;
+	if (path && !*path && (flags & AT_EMPTY_PATH))
+		return kura_fchown(fs, dirfd, uid, gid);
+	return path_attr(fs, dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), 1, 0, uid, gid, NULL);
+}
+
+int kura_utimensat(kura_fs *fs, int dirfd, const char *path, const struct timespec times[2], int flags)
+{
+	if (flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))
+		return -EINVAL;
+	if (!path || (!*path && (flags & AT_EMPTY_PATH)))
+		return kura_futimens(fs, dirfd, times); /* utimensat(fd, NULL, ...) is futimens */
+	return path_attr(fs, dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), 2, 0, 0, 0, times);
+}
+
 int kura_chmod(kura_fs *fs, const char *path, mode_t mode)
 {
-	return path_attr(fs, path, 1, 0, mode, 0, 0, NULL);
+	return kura_fchmodat(fs, KURA_AT_ROOT, path, mode, 0);
 }
 
 int kura_chown(kura_fs *fs, const char *path, uid_t uid, gid_t gid, int nofollow)
 {
-	return path_attr(fs, path, !nofollow, 1, 0, uid, gid, NULL);
+	return kura_fchownat(fs, KURA_AT_ROOT, path, uid, gid, nofollow ? AT_SYMLINK_NOFOLLOW : 0);
 }
 
 int kura_utimens(kura_fs *fs, const char *path, const struct timespec times[2], int nofollow)
 {
-	return path_attr(fs, path, !nofollow, 2, 0, 0, 0, times);
+	return kura_utimensat(fs, KURA_AT_ROOT, path, times, nofollow ? AT_SYMLINK_NOFOLLOW : 0);
 }
 
 /* Used by the descriptor-based variants in files.c. */
@@ -520,15 +639,16 @@ int attr_by_ino(struct kura_fs *fs, uint64_t ino, int what, mode_t mode, uid_t u
 	return fs_end(fs, err);
 }
 
-int kura_truncate(kura_fs *fs, const char *path, off_t length)
+int kura_truncateat(kura_fs *fs, int dirfd, const char *path, off_t length)
 {
 	if (length < 0)
 		return -EINVAL;
-	int err = fs_begin(fs);
-	if (err)
+	uint64_t start;
+	int err = fd_dir_ino(fs, dirfd, path, &start);
+	if (err || (err = fs_begin(fs)))
 		return err;
 	struct walk w;
-	err = path_walk(fs, path, WALK_FOLLOW, &w);
+	err = path_walk(fs, start, path, WALK_FOLLOW, &w);
 	if (!err) {
 		const struct kura_inode *ip = ino_get(fs, w.ino);
 		if (S_ISDIR(ip->mode))
@@ -537,4 +657,9 @@ int kura_truncate(kura_fs *fs, const char *path, off_t length)
 			err = inode_truncate(fs, w.ino, (uint64_t)length);
 	}
 	return fs_end(fs, err);
+}
+
+int kura_truncate(kura_fs *fs, const char *path, off_t length)
+{
+	return kura_truncateat(fs, KURA_AT_ROOT, path, length);
 }

@@ -32,7 +32,7 @@ static unsigned dtype_of(mode_t mode)
 	return S_ISDIR(mode) ? DT_DIR : S_ISLNK(mode) ? DT_LNK : DT_REG;
 }
 
-int path_walk(const struct kura_fs *fs, const char *path, int flags, struct walk *w)
+int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int flags, struct walk *w)
 {
 	char buf[2][PATH_MAX + KURA_SYMLINK_MAX + 2];
 	int which = 0, links = 0;
@@ -44,7 +44,7 @@ int path_walk(const struct kura_fs *fs, const char *path, int flags, struct walk
 	memcpy(buf[0], path, plen + 1);
 	char *p = buf[0];
 	uint64_t root = fs->sb->root_ino;
-	uint64_t cur = root;
+	uint64_t cur = start ? start : root;
 	memset(w, 0, sizeof *w);
 	for (;;) {
 		if (*p == '/') {

@@ -26,7 +26,9 @@ struct walk {
 	int toolong;
 };
 
-int path_walk(const struct kura_fs *fs, const char *path, int flags, struct walk *w);
+/* Resolves path from directory `start` (0: the root); absolute paths and
+ * absolute symlink targets always start at the root. */
+int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int flags, struct walk *w);
 
 /* mask: R_OK|W_OK|X_OK.  0 or -EACCES. */
 int perm_check(const struct kura_fs *fs, const struct kura_inode *ip, int mask);

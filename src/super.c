@@ -346,7 +346,7 @@ int fs_end(struct kura_fs *fs, int ret)
 
 /* ---- mapping ------------------------------------------------------------ */
 
-struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, int *errp)
+struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, int reclaim, int *errp)
 {
 	struct kura_mount_opts defaults = { 0 };
 	if (!opts)
@@ -430,7 +430,9 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 		fs_close(fs);
 		goto out;
 	}
-	if (alone && !opts->read_only && !opts->no_recover)
+	fs->mounted_alone = alone;
+	fs->state_fd = -1;
+	if (alone && reclaim && !opts->read_only && !opts->no_recover)
 		orphan_reclaim(fs);
 	(void)used_copy;
 	return fs;

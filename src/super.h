@@ -24,7 +24,9 @@ void orphan_remove(struct kura_fs *fs, uint64_t ino);
 int orphan_reclaim(struct kura_fs *fs);
 
 /* Maps and attaches; used by kura_mount and fsck. */
-struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, int *err);
+/* reclaim: free orphans if no other process has the pool mounted (not when
+ * the caller inherits open descriptions that may name them). */
+struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, int reclaim, int *err);
 void fs_close(struct kura_fs *fs);
 
 #endif

@@ -1,0 +1,263 @@
+/* ofile.c — the shared table of open file descriptions (see ofile.h). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "api.h"
+#include "inode.h"
+#include "kura.h"
+#include "ofile.h"
+#include "super.h"
+
+#define TABLE_BYTES ((size_t)OFILE_SLOTS * sizeof(struct ofile))
+
+int ofile_attach(struct kura_fs *fs, int state_fd)
+{
+	int fd = state_fd;
+	if (fd < 0) {
+		/* Close-on-exec: the interposition layer clears it just for the exec
+		 * that should hand the table over. */
+		fd = memfd_create("kura-ofiles", MFD_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		if (ftruncate(fd, (off_t)TABLE_BYTES)) {
+			int e = -errno;
+			close(fd);
+			return e;
+		}
+	} else {
+		struct stat st;
+		if (fstat(fd, &st) || (size_t)st.st_size < TABLE_BYTES)
+			return -EBADF;
+	}
+	void *p = mmap(NULL, TABLE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		int e = -errno;
+		if (state_fd < 0)
+			close(fd);
+		return e;
+	}
+	fs->ofiles = p;
+	fs->state_fd = fd;
+	return 0;
+}
+
+void ofile_detach(struct kura_fs *fs)
+{
+	if (!fs->ofiles)
+		return;
+	for (int i = 0; i < fs->nfds; i++) {
+		struct ofile *of = fd_remove(fs, i);
+		if (of)
+			ofile_put(fs, of);
+	}
+	munmap(fs->ofiles, TABLE_BYTES);
+	close(fs->state_fd);
+	fs->ofiles = NULL;
+}
+
+static void init_pos_lock(struct ofile *of)
+{
+	pthread_mutexattr_t a;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&of->pos_lock, &a);
+	pthread_mutexattr_destroy(&a);
+}
+
+struct ofile *ofile_new(struct kura_fs *fs, uint64_t ino, int flags)
+{
+	/* Slots are claimed by a 0 -> 1 swap of refs, so processes sharing the
+	 * table never take the same one. */
+	for (uint32_t n = 0; n < OFILE_SLOTS; n++) {
+		uint32_t i = (fs->ofile_hint + n) % OFILE_SLOTS;
+		struct ofile *of = &fs->ofiles[i];
+		int32_t zero = 0;
+		if (__atomic_load_n(&of->refs, __ATOMIC_RELAXED) != 0 ||
+		    !__atomic_compare_exchange_n(&of->refs, &zero, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			continue;
+		of->ino = ino;
+		of->pos = 0;
+		of->flags = flags;
+		init_pos_lock(of);
+		fs->ofile_hint = i + 1;
+		return of;
+	}
+	return NULL;
+}
+
+long ofile_id(const struct kura_fs *fs, const struct ofile *of)
+{
+	return (long)(of - fs->ofiles);
+}
+
+int fd_install(struct kura_fs *fs, struct ofile *of)
+{
+	pthread_mutex_lock(&fs->fd_mutex);
+	int fd = -1;
+	for (int i = 0; i < fs->nfds; i++)
+		if (fs->fds[i] < 0) {
+			fd = i;
+			break;
+		}
+	if (fd < 0) {
+		int n = fs->nfds ? fs->nfds * 2 : 64;
+		int32_t *t = realloc(fs->fds, (size_t)n * sizeof *t);
+		if (!t) {
+			pthread_mutex_unlock(&fs->fd_mutex);
+			return -ENOMEM;
+		}
+		for (int i = fs->nfds; i < n; i++)
+			t[i] = -1;
+		fd = fs->nfds;
+		fs->fds = t;
+		fs->nfds = n;
+	}
+	fs->fds[fd] = (int32_t)ofile_id(fs, of);
+	pthread_mutex_unlock(&fs->fd_mutex);
+	return fd;
+}
+
+struct ofile *ofile_get(struct kura_fs *fs, int fd)
+{
+	struct ofile *of = NULL;
+	pthread_mutex_lock(&fs->fd_mutex);
+	if (fd >= 0 && fd < fs->nfds && fs->fds[fd] >= 0) {
+		of = &fs->ofiles[fs->fds[fd]];
+		__atomic_add_fetch(&of->refs, 1, __ATOMIC_ACQ_REL);
+	}
+	pthread_mutex_unlock(&fs->fd_mutex);
+	return of;
+}
+
+struct ofile *fd_remove(struct kura_fs *fs, int fd)
+{
+	struct ofile *of = NULL;
+	pthread_mutex_lock(&fs->fd_mutex);
+	if (fd >= 0 && fd < fs->nfds && fs->fds[fd] >= 0) {
+		of = &fs->ofiles[fs->fds[fd]];
+		fs->fds[fd] = -1;
+	}
+	pthread_mutex_unlock(&fs->fd_mutex);
+	return of;
+}
+
+/* The last reference anywhere: drop the pool-wide open count, and free the
+ * inode if it was unlinked meanwhile. */
+static void release(struct kura_fs *fs, uint64_t ino)
+{
+	if (fs->read_only) {
+		fs_lock_for_read(fs);
+		lock_open_dec(&fs->lk, ino);
+		fs_unlock_for_read(fs);
+		return;
+	}
+	if (fs_begin(fs) == 0) {
+		uint64_t left = lock_open_dec(&fs->lk, ino);
+		const struct kura_inode *ip = ino_get(fs, ino);
+		if (!left && ip && ip->nlink == 0) {
+			orphan_remove(fs, ino);
+			inode_free(fs, ino);
+		}
+		fs_end(fs, 0);
+	}
+}
+
+void ofile_put(struct kura_fs *fs, struct ofile *of)
+{
+	/* Read before the count can reach 0: a free slot may be claimed at once. */
+	uint64_t ino = of->ino;
+	if (__atomic_load_n(&of->refs, __ATOMIC_ACQUIRE) == 1) {
+		/* Ours alone (a reference is only taken through a descriptor, which
+		 * holds one): release while the slot is still claimed. */
+		release(fs, ino);
+		__atomic_sub_fetch(&of->refs, 1, __ATOMIC_ACQ_REL);
+		return;
+	}
+	if (__atomic_sub_fetch(&of->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		release(fs, ino); /* the other holders let go between our load and our decrement */
+}
+
+void ofile_lock_pos(struct ofile *of)
+{
+	if (pthread_mutex_lock(&of->pos_lock) == EOWNERDEAD)
+		pthread_mutex_consistent(&of->pos_lock); /* the offset is a plain number: still usable */
+}
+
+void ofile_unlock_pos(struct ofile *of)
+{
+	pthread_mutex_unlock(&of->pos_lock);
+}
+
+/* ---- fork and exec --------------------------------------------------------- */
+
+void kura_fork_prepare(kura_fs *fs)
+{
+	/* The child will hold every descriptor too: count its references now,
+	 * while no thread can change the table. */
+	pthread_mutex_lock(&fs->fd_mutex);
+	for (int i = 0; i < fs->nfds; i++)
+		if (fs->fds[i] >= 0)
+			__atomic_add_fetch(&fs->ofiles[fs->fds[i]].refs, 1, __ATOMIC_ACQ_REL);
+}
+
+void kura_fork_parent(kura_fs *fs)
+{
+	pthread_mutex_unlock(&fs->fd_mutex);
+}
+
+void kura_fork_child(kura_fs *fs)
+{
+	/* Only the forking thread exists here; the mutex copy is not ours to unlock. */
+	pthread_mutex_init(&fs->fd_mutex, NULL);
+}
+
+int kura_state_fd(kura_fs *fs)
+{
+	return fs->state_fd;
+}
+
+long kura_fd_export(kura_fs *fs, int fd)
+{
+	long id = -EBADF;
+	pthread_mutex_lock(&fs->fd_mutex);
+	if (fd >= 0 && fd < fs->nfds && fs->fds[fd] >= 0)
+		id = fs->fds[fd];
+	pthread_mutex_unlock(&fs->fd_mutex);
+	return id;
+}
+
+int kura_fd_import(kura_fs *fs, long id)
+{
+	if (id < 0 || id >= (long)OFILE_SLOTS || __atomic_load_n(&fs->ofiles[id].refs, __ATOMIC_ACQUIRE) <= 0)
+		return -EBADF;
+	return fd_install(fs, &fs->ofiles[id]);
+}
+
+kura_fs *kura_mount_inherit(const char *pool_path, const struct kura_mount_opts *opts, int state_fd, int *err)
+{
+	struct kura_fs *fs = fs_open(pool_path, opts, 0, err);
+	if (!fs)
+		return NULL;
+	int e = ofile_attach(fs, state_fd);
+	if (e) {
+		set_error("%s: cannot map the inherited descriptor table: %s", pool_path, strerror(-e));
+		fs_close(fs);
+		if (err)
+			*err = e;
+		return NULL;
+	}
+	if (fs->mounted_alone) {
+		/* The lock table was rebuilt empty: count the inherited
+		 * descriptions again, so none of their inodes looks unused. */
+		fs_lock_for_read(fs);
+		for (uint32_t i = 0; i < OFILE_SLOTS; i++)
+			if (__atomic_load_n(&fs->ofiles[i].refs, __ATOMIC_ACQUIRE) > 0)
+				lock_open_inc(&fs->lk, fs->ofiles[i].ino);
+		fs_unlock_for_read(fs);
+	}
+	return fs;
+}
