@@ -1,0 +1,2 @@
+int triangle(int n);
+const char *greeting(void);
