@@ -150,6 +150,11 @@ int tx_recover(struct tx *t)
 		if (r->epoch != epoch || r->len == 0 || r->len > t->log_end - pos - sizeof *r ||
 		    r->off >= m->size || r->len > m->size - r->off)
 			break;
+		/* Nothing is ever logged in the superblocks or in the log itself:
+		 * a record aimed there is damage, and replaying one into the log
+		 * could rewrite the records still to be replayed. */
+		if (r->off < 2ull * KURA_BLOCK || (r->off < t->log_end && r->off + r->len > t->log_off))
+			break;
 		if (rec_crc(r, r + 1) != r->crc)
 			break;
 		if (n == cap) {
