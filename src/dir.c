@@ -40,6 +40,20 @@ static uint64_t slot_off(const struct kura_fs *fs, const struct kura_inode *dip,
 	return b ? block_off(b) + 8 * (i % (KURA_BLOCK / 8)) : 0;
 }
 
+int dir_sane(const struct kura_fs *fs, const struct kura_inode *dip)
+{
+	if (dip->dir_depth > DIR_MAX_DEPTH)
+		return 0;
+	if (!dip->root)
+		return 1;
+	/* The slot array is 2^depth pointers, and its blocks are among those
+	 * the directory owns, which the pool bounds: a damaged depth cannot
+	 * send a loop over the slots through 2^40 steps. */
+	uint64_t bytes = 8ull << dip->dir_depth;
+	return dip->size == bytes && dip->blocks <= fs->nblocks &&
+	       (bytes + KURA_BLOCK - 1) / KURA_BLOCK <= dip->blocks;
+}
+
 static const struct kura_bucket *bucket_at(const struct kura_fs *fs, const struct kura_inode *dip, uint64_t i,
 					   uint64_t *block)
 {
@@ -50,8 +64,7 @@ static const struct kura_bucket *bucket_at(const struct kura_fs *fs, const struc
 	if (!block_valid(fs, b))
 		return NULL;
 	const struct kura_bucket *bk = block_ptr(fs, b);
-	if (bk->magic != BUCKET_MAGIC || bk->used > BUCKET_SPACE || bk->depth > dip->dir_depth ||
-	    dip->dir_depth > DIR_MAX_DEPTH)
+	if (bk->magic != BUCKET_MAGIC || bk->used > BUCKET_SPACE || bk->depth > dip->dir_depth || !dir_sane(fs, dip))
 		return NULL;
 	if (block)
 		*block = b;
@@ -314,8 +327,12 @@ int dir_retarget(struct kura_fs *fs, uint64_t dino, const char *name, size_t len
 void dir_release(struct kura_fs *fs, uint64_t dino)
 {
 	const struct kura_inode *dip = ino_get(fs, dino);
-	if (!dip || !dip->root || dip->dir_depth > DIR_MAX_DEPTH)
+	if (!dip || !dip->root)
 		return;
+	if (!dir_sane(fs, dip)) {
+		tx_fail(&fs->tx, -EUCLEAN);
+		return;
+	}
 	uint64_t n = 1ull << dip->dir_depth;
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t b;

@@ -26,6 +26,9 @@
 #define DIR_COOKIE_END ((uint64_t)1 << 62)
 
 uint64_t dir_hash(const struct kura_fs *fs, const char *name, size_t len);
+/* 1 if the directory's hash depth, slot-array size and block count agree
+ * (every walk over its slots relies on that bound). */
+int dir_sane(const struct kura_fs *fs, const struct kura_inode *dip);
 /* 0 and fills ino and type, -ENOENT, or -EUCLEAN for a damaged directory. */
 int dir_lookup(const struct kura_fs *fs, const struct kura_inode *dip, const char *name, size_t len, uint64_t *ino,
 	       unsigned *type);

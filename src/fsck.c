@@ -160,9 +160,10 @@ static void check_dir(struct check *c, uint64_t dino)
 	const struct kura_inode *dip = ino_get(fs, dino);
 	uint64_t subdirs = 0, entries = 0, buckets = 0;
 	if (dip->root) {
-		if (dip->dir_depth > DIR_MAX_DEPTH) {
-			problem(c, "directory %llu: hash depth %u is impossible", (unsigned long long)dino,
-				dip->dir_depth);
+		if (!dir_sane(fs, dip)) {
+			problem(c, "directory %llu: hash depth %u, slot array of %llu bytes and %llu blocks disagree",
+				(unsigned long long)dino, dip->dir_depth, (unsigned long long)dip->size,
+				(unsigned long long)dip->blocks);
 			return;
 		}
 		uint64_t nslots = 1ull << dip->dir_depth;
