@@ -278,8 +278,9 @@ static void check_lists(struct check *c, uint64_t *free_slots)
 			(unsigned long long)st->norphans);
 	*free_slots = 0;
 	for (uint64_t ino = st->inode_free; ino;) {
+		/* The slot number first: shifted, a huge one wraps into range. */
 		uint64_t off = ino_off(ino);
-		if (off < block_off(fs->first_data_block) || off >= block_off(fs->nblocks) || c->seen[ino]) {
+		if (ino >= c->nslots || off < block_off(fs->first_data_block) || c->seen[ino]) {
 			problem(c, "free inode list: broken at %llu", (unsigned long long)ino);
 			break;
 		}

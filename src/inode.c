@@ -58,7 +58,8 @@ int inode_alloc(struct kura_fs *fs, mode_t mode, uint64_t *out)
 		return fs->tx.err;
 	uint64_t ino = fs_state(fs)->inode_free;
 	uint64_t off = ino_off(ino);
-	if (off < block_off(fs->first_data_block) || off >= block_off(fs->nblocks))
+	/* ino itself is bounded: shifted, a huge one would wrap into range. */
+	if (ino >= (fs->nblocks << (KURA_BLOCK_SHIFT - INODE_SHIFT)) || off < block_off(fs->first_data_block))
 		return -EUCLEAN;
 	const struct kura_inode *slot = media_ptr(&fs->m, off);
 	if (slot->mode)
