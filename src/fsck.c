@@ -53,17 +53,21 @@ static void problem(struct check *c, const char *fmt, ...)
 static int bit(const uint8_t *m, uint64_t i) { return (m[i / 8] >> (i % 8)) & 1; }
 static void set_bit(uint8_t *m, uint64_t i) { m[i / 8] |= (uint8_t)(1u << (i % 8)); }
 
-static void claim(struct check *c, uint64_t b, uint64_t ino, const char *what)
+/* Returns 1 if b was free to claim, 0 if it is out of range or taken. */
+static int claim(struct check *c, uint64_t b, uint64_t ino, const char *what)
 {
 	if (!block_valid(c->fs, b)) {
 		problem(c, "inode %llu: %s points at block %llu, outside the data area", (unsigned long long)ino, what,
 			(unsigned long long)b);
-		return;
+		return 0;
 	}
-	if (bit(c->used, b))
+	if (bit(c->used, b)) {
 		problem(c, "inode %llu: %s block %llu is also used elsewhere", (unsigned long long)ino, what,
 			(unsigned long long)b);
+		return 0;
+	}
 	set_bit(c->used, b);
+	return 1;
 }
 
 static uint64_t slot_index(uint64_t ino) { return ino; }

@@ -214,14 +214,22 @@ uint64_t bmap_set(struct kura_fs *fs, uint64_t ino, uint64_t fblock, uint64_t bl
 /* Frees a whole subtree.  Its nodes are not cleared: once the parent's
  * pointer is cleared nothing reaches them, and not writing them keeps a large
  * truncate's log small.  Returns blocks freed. */
-static uint64_t free_all(struct kura_fs *fs, uint64_t b, unsigned level)
+static uint64_t free_all(struct kura_fs *fs, uint64_t b, unsigned level, uint64_t *budget)
 {
+	/* A damaged map may name one node from many slots: without a budget
+	 * (no tree holds more nodes than the pool has blocks) that is 512^4
+	 * visits. */
+	if (!*budget) {
+		tx_fail(&fs->tx, -EUCLEAN);
+		return 0;
+	}
+	(*budget)--;
 	uint64_t freed = 1;
 	if (level > 0) {
 		const uint64_t *node = node_ptr(fs, b);
-		for (unsigned i = 0; i < MAP_FANOUT; i++)
+		for (unsigned i = 0; i < MAP_FANOUT && !fs->tx.err; i++)
 			if (block_valid(fs, node[i]))
-				freed += free_all(fs, node[i], level - 1);
+				freed += free_all(fs, node[i], level - 1, budget);
 	}
 	alloc_free(fs, b);
 	return freed;
@@ -231,7 +239,7 @@ static uint64_t free_all(struct kura_fs *fs, uint64_t b, unsigned level)
  * file blocks from `base`); clears *slot when nothing is left under it.
  * Returns blocks freed. */
 static uint64_t free_subtree(struct kura_fs *fs, uint64_t slot, unsigned level, uint64_t base, uint64_t first,
-			     uint64_t last)
+			     uint64_t last, uint64_t *budget)
 {
 	uint64_t b = *(const uint64_t *)media_ptr(&fs->m, slot);
 	uint64_t span = span_of(level);
@@ -239,8 +247,13 @@ static uint64_t free_subtree(struct kura_fs *fs, uint64_t slot, unsigned level, 
 		return 0;
 	if (first <= base && (last - base) >= span) {
 		tx_write64(&fs->tx, slot, 0);
-		return free_all(fs, b, level);
+		return free_all(fs, b, level, budget);
 	}
+	if (!*budget) {
+		tx_fail(&fs->tx, -EUCLEAN);
+		return 0;
+	}
+	(*budget)--;
 	if (level == 0)
 		return 0;
 	uint64_t child_span = span_of(level - 1), freed = 0;
@@ -249,7 +262,7 @@ static uint64_t free_subtree(struct kura_fs *fs, uint64_t slot, unsigned level, 
 		uint64_t cbase = base + i * child_span;
 		if (cbase >= last)
 			break;
-		freed += free_subtree(fs, block_off(b) + 8 * i, level - 1, cbase, first, last);
+		freed += free_subtree(fs, block_off(b) + 8 * i, level - 1, cbase, first, last, budget);
 	}
 	const uint64_t *node = node_ptr(fs, b);
 	for (unsigned i = 0; i < MAP_FANOUT; i++)
@@ -269,7 +282,8 @@ void bmap_free_range(struct kura_fs *fs, uint64_t ino, uint64_t first, uint64_t 
 		tx_fail(&fs->tx, -EUCLEAN);
 		return;
 	}
-	uint64_t freed = free_subtree(fs, INO_FIELD_OFF(ino, root), ip->height, 0, first, last);
+	uint64_t budget = fs->nblocks;
+	uint64_t freed = free_subtree(fs, INO_FIELD_OFF(ino, root), ip->height, 0, first, last, &budget);
 	if (freed)
 		add_blocks(fs, ino, -(int64_t)freed);
 	if (!ip->root)
@@ -429,19 +443,25 @@ int inode_fallocate(struct kura_fs *fs, uint64_t ino, int mode, uint64_t off, ui
  * subtree at node b (height `level`, first file block `base`); UINT64_MAX if
  * none.  Unmapped subtrees are skipped whole, so a huge hole costs one step
  * per tree level, not one per block. */
-static uint64_t find_block(const struct kura_fs *fs, uint64_t b, unsigned level, uint64_t base, uint64_t fb, int want)
+static uint64_t find_block(const struct kura_fs *fs, uint64_t b, unsigned level, uint64_t base, uint64_t fb, int want,
+			   uint64_t *budget)
 {
 	uint64_t span = span_of(level);
 	if (!b || !block_valid(fs, b))
 		return want ? UINT64_MAX : (fb > base ? fb : base);
 	if (level == 0)
 		return want ? base : UINT64_MAX;
+	/* Bounded like free_all: a damaged map that names one node from every
+	 * slot must not cost 512^height steps.  Giving up answers "not found". */
+	if (!*budget)
+		return UINT64_MAX;
+	(*budget)--;
 	const uint64_t *node = node_ptr(fs, b);
 	uint64_t child = span_of(level - 1);
 	unsigned first = fb > base ? (unsigned)((fb - base) / child) : 0;
 	for (unsigned i = first; i < MAP_FANOUT; i++) {
 		uint64_t cbase = base + i * child;
-		uint64_t r = find_block(fs, node[i], level - 1, cbase, fb > cbase ? fb : cbase, want);
+		uint64_t r = find_block(fs, node[i], level - 1, cbase, fb > cbase ? fb : cbase, want, budget);
 		if (r != UINT64_MAX)
 			return r;
 	}
@@ -460,7 +480,8 @@ int64_t inode_seek_data(const struct kura_fs *fs, const struct kura_inode *ip, u
 	else if (fb >= span_of(ip->height))
 		r = want_data ? UINT64_MAX : fb; /* past the tree: all hole */
 	else {
-		r = find_block(fs, ip->root, ip->height, 0, fb, want_data);
+		uint64_t budget = fs->nblocks;
+		r = find_block(fs, ip->root, ip->height, 0, fb, want_data, &budget);
 		if (r == UINT64_MAX && !want_data)
 			r = span_of(ip->height); /* the tree is full up to its span */
 	}
