@@ -75,8 +75,9 @@ static uint64_t slot_index(uint64_t ino) { return ino; }
 /* Walks a block map; returns blocks found and the highest data block + 1. */
 static uint64_t walk_map(struct check *c, uint64_t ino, uint64_t b, unsigned level, uint64_t base, uint64_t *end)
 {
-	claim(c, b, ino, level ? "map node" : "data");
-	if (!block_valid(c->fs, b))
+	/* A block claimed twice is reported once and not walked again: a map
+	 * naming one node from every slot would otherwise cost 512^height. */
+	if (!claim(c, b, ino, level ? "map node" : "data"))
 		return 0;
 	if (level == 0) {
 		if (base + 1 > *end)
@@ -304,6 +305,12 @@ static int run_check(struct check *c, int repair)
 	uint64_t root = fs->sb->root_ino;
 	for (uint64_t b = 0; b < fs->first_data_block; b++)
 		set_bit(c->used, b);
+	/* Mount vouched for the root, but the rollback fsck did since may not. */
+	const struct kura_inode *rip = ino_get(fs, root);
+	if (!rip || !S_ISDIR(rip->mode)) {
+		problem(c, "root directory: inode %llu is free or not a directory", (unsigned long long)root);
+		return c->problems;
+	}
 	c->seen[root] = 1;
 	c->links[root] = 1;
 	visit_inode(c, root);

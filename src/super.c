@@ -272,8 +272,9 @@ int orphan_reclaim(struct kura_fs *fs)
 		if (err)
 			return err;
 		const struct kura_inode *ip = ino_get(fs, ino);
-		if (!ip) {
-			/* A damaged list: drop it rather than loop; fsck reports leaks. */
+		if (!ip || ip->nlink) {
+			/* A damaged list: drop it rather than loop, and never free an
+			 * inode that still has names; fsck reports leaks. */
 			tx_write64(&fs->tx, STATE_OFF(orphans), 0);
 			tx_write64(&fs->tx, STATE_OFF(norphans), 0);
 			fs_end(fs, 0);
