@@ -54,4 +54,7 @@ step "5. info"
 step "6. metabench: kura vs tmpfs (/dev/shm)"
 "$metabench" --pool /dev/shm/kura-demo-bench.pool --tmpfs /dev/shm/kura-demo-bench-tmpfs "$@"
 
+step "7. real programs on kura (kura run: sqlite3, fio) vs tmpfs"
+scripts/demo-programs.sh
+
 printf '\ndemo: all steps passed\n'
