@@ -5,7 +5,7 @@ CTEST = ctest --output-on-failure -j2
 # The nested makes CMake runs would otherwise announce every directory change.
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps build check check-release check-asan check-tsan demo bench model-long clean
+.PHONY: all deps build check check-release check-asan check-tsan demo bench model-long crash-full clean
 
 all: deps build
 
@@ -49,6 +49,11 @@ model-long: all
 	cmake -S . -B build $(CMAKE_ARGS) -DKURA_MODEL_OPS=2000000
 	(cd build && ctest --output-on-failure --no-tests=error -V -R model); rc=$$?; \
 	  cmake -S . -B build $(CMAKE_ARGS) >/dev/null; exit $$rc
+
+# The crash explorer unbounded: every entry, every pair of entries and a long
+# random run, with larger per-crash-point budgets (tests/crash_test.c).
+crash-full: all
+	build/tests/crash_test --full
 
 clean:
 	rm -rf build build-asan build-tsan

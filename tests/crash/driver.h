@@ -1,0 +1,126 @@
+/*
+ * driver.h — what the crash test entries run: seq-1 (each table entry
+ * alone), seq-2 (pairs, all or a seeded sample), seeded random workloads
+ * shrunk to a minimal failing list when one fails, and the summary lines.
+ */
+#ifndef CRASH_DRIVER_H
+#define CRASH_DRIVER_H
+
+#include "crash/explore.h"
+
+/* Runs a workload; a harness error counts as a violation so it cannot pass
+ * silently. */
+static int drv_run(struct ex *x, const int *ops, int n)
+{
+	int v = ex_workload(x, ops, n);
+	if (v < 0) {
+		x->st->violations++;
+		return 1;
+	}
+	return v;
+}
+
+static CRASH_UNUSED int drv_seq1(struct ex *x)
+{
+	int bad = 0;
+	for (int i = 0; i < WK_NOPS; i++)
+		bad += drv_run(x, &i, 1) > 0;
+	return bad;
+}
+
+/* Pairs (i, j); when sample > 0 only those whose seeded hash falls in the
+ * sample (out of 1000), so CI covers a spread of pairs, not a prefix. */
+static CRASH_UNUSED int drv_seq2(struct ex *x, int per_mille)
+{
+	int bad = 0;
+	for (int i = 0; i < WK_NOPS; i++)
+		for (int j = 0; j < WK_NOPS; j++) {
+			if (per_mille < 1000 && mix64(x->cfg.seed ^ (uint64_t)(i * 1000 + j)) % 1000 >= (uint64_t)per_mille)
+				continue;
+			int ops[2] = { i, j };
+			bad += drv_run(x, ops, 2) > 0;
+		}
+	return bad;
+}
+
+static int drv_fails(struct ex *x, const int *ops, int n)
+{
+	struct ex_stats quiet = { 0 }, *saved = x->st;
+	struct ex_cfg c = x->cfg;
+	x->st = &quiet;
+	x->cfg.stop_first = 1;
+	x->cfg.max_print = 0;
+	int v = ex_workload(x, ops, n);
+	x->st = saved;
+	x->cfg = c;
+	return v != 0;
+}
+
+/* Delta debugging: drop chunks, then single entries, while it still fails. */
+static int drv_shrink(struct ex *x, int *ops, int n)
+{
+	int chunks = 2;
+	while (n >= 2) {
+		int size = (n + chunks - 1) / chunks, reduced = 0;
+		for (int start = 0; start < n; start += size) {
+			int cand[MAX_ENTRIES], m = 0;
+			for (int i = 0; i < n; i++)
+				if (i < start || i >= start + size)
+					cand[m++] = ops[i];
+			if (m && drv_fails(x, cand, m)) {
+				memcpy(ops, cand, (size_t)m * sizeof *ops);
+				n = m;
+				chunks = chunks > 2 ? chunks - 1 : 2;
+				reduced = 1;
+				break;
+			}
+		}
+		if (!reduced) {
+			if (chunks >= n)
+				break;
+			chunks = chunks * 2 < n ? chunks * 2 : n;
+		}
+	}
+	return n;
+}
+
+static void drv_random_ops(uint64_t seed, int *ops, int n)
+{
+	uint64_t s = seed;
+	for (int i = 0; i < n; i++)
+		ops[i] = (int)(ex_rand(&s) % WK_NOPS);
+}
+
+/* count random workloads of len entries; a failing one is shrunk and its
+ * replay command printed.  Returns the number that failed. */
+static CRASH_UNUSED int drv_random(struct ex *x, uint64_t seed, int count, int len)
+{
+	int bad = 0;
+	for (int w = 0; w < count; w++) {
+		int ops[MAX_ENTRIES];
+		uint64_t s = seed + (uint64_t)w;
+		drv_random_ops(s, ops, len);
+		if (drv_run(x, ops, len) <= 0)
+			continue;
+		bad++;
+		int m = drv_shrink(x, ops, len);
+		char spec[4096];
+		wk_format(ops, m, spec, sizeof spec);
+		printf("random workload (seed %llu) shrunk from %d to %d entries; replay: build/tests/crash_test "
+		       "--replay '%s' --fault %d\n",
+		       (unsigned long long)s, len, m, spec, x->cfg.fault);
+	}
+	return bad;
+}
+
+static void drv_summary(const struct ex_stats *st, const char *what)
+{
+	printf("%s: %llu workloads, %llu entries, %llu crash points; crash images generated %llu, distinct "
+	       "images checked %llu, recovery-crash images %llu; violations %llu; %.1f s, %.0f images/s\n",
+	       what, (unsigned long long)st->workloads, (unsigned long long)st->entries,
+	       (unsigned long long)st->points, (unsigned long long)st->generated, (unsigned long long)st->checked,
+	       (unsigned long long)st->recov_checked, (unsigned long long)st->violations, st->seconds,
+	       st->seconds > 0 ? (st->checked + st->recov_checked) / st->seconds : 0.0);
+}
+
+#endif

@@ -1,0 +1,699 @@
+/*
+ * explore.h — the crash-state explorer.
+ *
+ * For one workload: run it on a plain pool and dump the state after every
+ * entry (the reference); run it again on a pmem-mode pool with a tracer
+ * recording every media event; replay the trace through the persistence
+ * model (model.h) and, at every fence and every return from an entry, build
+ * crash images from the pending lines — none, all, the flushed ones, each
+ * line alone and all but each, every prefix of a multi-write line, pairs,
+ * all combinations when few, seeded random ones — and check each distinct one:
+ *
+ *   recovery (mount) succeeds; fsck finds nothing; the dump equals the
+ *   reference after entry j for some j between the last entry that returned
+ *   and the one in flight; a second, ordinary mount changes nothing; the pool
+ *   stays usable (create, write, read back, rename, mkdir in every directory,
+ *   then delete everything; fsck again); and crashing recovery itself at its
+ *   fences leads, after another recovery, to the same state.
+ *
+ * Images are laid onto one scratch pool file that mirrors the durable image;
+ * every byte changed for a check (the image's lines, and everything the
+ * engine writes, seen through its tracer) is saved in an undo log and put
+ * back, so an image costs its checks, not a 4 MiB copy.
+ */
+#ifndef CRASH_EXPLORE_H
+#define CRASH_EXPLORE_H
+
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include "fault.h"
+#include "fs.h"
+#include "super.h"
+#include "crash/dump.h"
+#include "crash/model.h"
+#include "crash/work.h"
+
+#define POOL_SIZE (4ull << 20)
+#define MAX_ENTRIES 64
+
+struct ex_cfg {
+	int point_budget;  /* images tried per crash point */
+	int exh_bound;     /* enumerate all combinations when at most this many */
+	int random;        /* seeded random images per crash point */
+	int recov_lines;   /* crash recovery: each of this many pending lines alone (-1: off) */
+	int usability;     /* second mount, usability and fsck on every image */
+	int stop_first;    /* stop a workload at its first violation */
+	int fault;         /* kura_fault during the traced run */
+	int max_print;     /* violations printed in full */
+	uint64_t seed;
+};
+
+struct ex_stats {
+	uint64_t generated, checked, recov_checked, points, violations, workloads, entries;
+	double seconds;
+};
+
+struct ex {
+	struct ex_cfg cfg;
+	struct ex_stats *st;
+	char work_path[96], ref_path[96], scratch_path[96];
+	uint8_t *S; /* the scratch pool, mapped */
+	uint8_t *D; /* the durable image */
+	struct lockh hold; /* keeps the scratch pool's lock table alive between mounts */
+	struct undo u;
+	struct trace tr, rtr;
+	int rtr_on;
+	struct pmodel pm;
+	uint64_t H[MAX_ENTRIES + 1];
+	char *Hdump[MAX_ENTRIES + 1];
+	long res[MAX_ENTRIES];
+	const struct wk_op *ops[MAX_ENTRIES];
+	int nops;
+	char spec[4096];
+	struct kset seen;
+	struct sbuf dbuf, dbuf2, msg;
+	uint64_t point_no, budget;
+	size_t event_no;
+	const uint32_t *cur_p; /* the image being checked, for reports */
+	int wl_viol, stop;
+	uint64_t checks_since_drift;
+	uint8_t line_buf[LINE];
+};
+
+static double now_sec(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void ex_describe_image(struct ex *x, struct sbuf *out)
+{
+	sb_printf(out, "  crash point %llu (trace event %zu); pending lines (offset: writes persisted/pending):",
+		  (unsigned long long)x->point_no, x->event_no);
+	size_t shown = 0;
+	for (size_t i = 0; i < x->pm.npl && x->cur_p; i++) {
+		if (shown++ == 40) {
+			sb_printf(out, " ...");
+			break;
+		}
+		sb_printf(out, " 0x%llx:%u/%u", (unsigned long long)(x->pm.pl[i].line * LINE), x->cur_p[i],
+			  x->pm.pl[i].n);
+	}
+	sb_printf(out, "\n");
+}
+
+static void ex_violation(struct ex *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ex_violation(struct ex *x, const char *fmt, ...)
+{
+	x->st->violations++;
+	if (x->wl_viol++ == 0) {
+		char why[1200];
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(why, sizeof why, fmt, ap);
+		va_end(ap);
+		x->msg.n = 0;
+		sb_printf(&x->msg, "VIOLATION: %s\n  workload: %s\n", why, x->spec);
+		ex_describe_image(x, &x->msg);
+		sb_printf(&x->msg, "  replay: build/tests/crash_test --replay '%s'%s%s\n", x->spec,
+			  x->cfg.fault ? " --fault " : "", x->cfg.fault ? (char[]){ (char)('0' + x->cfg.fault), 0 } : "");
+		if (x->st->violations <= (uint64_t)x->cfg.max_print)
+			fputs(x->msg.p, stdout);
+	}
+	if (x->cfg.stop_first)
+		x->stop = 1;
+}
+
+/* ---- the engine's writes during a check ----------------------------------- */
+
+static void ex_undo_tracer(void *ctx, enum media_event ev, uint64_t off, const void *data, uint64_t len)
+{
+	struct ex *x = ctx;
+	if (ev == MEDIA_STORE || ev == MEDIA_NT)
+		undo_save(&x->u, off, len);
+	else if (ev == MEDIA_STORE64)
+		undo_save(&x->u, off, 8);
+	if (x->rtr_on)
+		trace_add(&x->rtr, ev, off, data, len);
+}
+
+static void ex_record_tracer(void *ctx, enum media_event ev, uint64_t off, const void *data, uint64_t len)
+{
+	trace_add(ctx, ev, off, data, len);
+}
+
+struct fsck_first {
+	char line[400];
+	int n;
+};
+
+static void fsck_note(void *ctx, const char *line)
+{
+	struct fsck_first *f = ctx;
+	if (!strncmp(line, "note:", 5))
+		return;
+	if (!f->n++)
+		snprintf(f->line, sizeof f->line, "%s", line);
+}
+
+static int ex_fsck(struct ex *x, char *why, size_t len)
+{
+	struct fsck_first f = { .n = 0 };
+	int r = kura_fsck(x->scratch_path, 0, fsck_note, &f);
+	if (r != 0)
+		snprintf(why, len, "fsck: %d problems, first: %s", r, f.line);
+	return r;
+}
+
+/* Mounts the scratch pool the way kura_mount does, but with the tracer in
+ * place before recovery, so recovery's writes are undoable (and, with
+ * record, traced for crashing recovery itself).  Returns the dump hash, or 0
+ * with why filled. */
+static uint64_t ex_recover_dump(struct ex *x, struct sbuf *dump, int record, int *nrec, char *why, size_t len)
+{
+	struct kura_mount_opts o = { .persist = KURA_PERSIST_MEMORY, .no_recover = 1 };
+	int err = 0;
+	kura_fs *fs = kura_mount(x->scratch_path, &o, &err);
+	if (!fs) {
+		snprintf(why, len, "mount failed (%s): %s", strerror(-err), kura_last_error());
+		return 0;
+	}
+	fs->m.tracer.event = ex_undo_tracer;
+	fs->m.tracer.ctx = x;
+	if (record) {
+		trace_reset(&x->rtr);
+		x->rtr_on = 1;
+	}
+	/* What fs_open does after mapping when recovery is on. */
+	fs_lock_for_read(fs);
+	lock_write_begin(&fs->lk);
+	int n = tx_recover(&fs->tx);
+	lock_write_end(&fs->lk);
+	fs_unlock_for_read(fs);
+	if (nrec)
+		*nrec = n;
+	if (fs_state(fs)->orphans)
+		orphan_reclaim(fs);
+	x->rtr_on = 0;
+	uint64_t h = dump_fs(fs, dump);
+	if (!h)
+		snprintf(why, len, "recovered tree unreadable: %.300s", dump->p);
+	kura_unmount(fs);
+	return h;
+}
+
+static int rm_tree(kura_fs *fs, const char *dir)
+{
+	int err = 0;
+	kura_dir *d = kura_opendir(fs, dir, &err);
+	if (!d)
+		return err;
+	char names[64][300];
+	int n = 0;
+	struct kura_dirent e;
+	while (n < 64 && kura_readdir(d, &e) == 1)
+		if (strcmp(e.name, ".") && strcmp(e.name, ".."))
+			snprintf(names[n++], sizeof names[0], "%s/%s", strcmp(dir, "/") ? dir : "", e.name);
+	kura_closedir(d);
+	for (int i = 0; i < n && !err; i++) {
+		struct stat st;
+		err = kura_lstat(fs, names[i], &st);
+		if (!err && S_ISDIR(st.st_mode)) {
+			err = rm_tree(fs, names[i]);
+			if (!err)
+				err = kura_rmdir(fs, names[i]);
+		} else if (!err) {
+			err = kura_unlink(fs, names[i]);
+		}
+		if (err)
+			return err;
+	}
+	return n == 64 ? rm_tree(fs, dir) : 0;
+}
+
+/* Create, write, read back, rename and mkdir in every directory, then
+ * delete everything.  Returns 0 or writes what failed into why. */
+static int ex_usability(kura_fs *fs, const char *dump, char *why, size_t len)
+{
+	static char buf[5000], back[5000];
+	wk_pattern(buf, sizeof buf, 99, 0);
+	const char *l = dump;
+	while (l && *l) {
+		char path[600];
+		unsigned mode = 0;
+		if (sscanf(l, "%599s %o", path, &mode) == 2 && S_ISDIR(mode)) {
+			char f[700], g[700], sub[700];
+			snprintf(f, sizeof f, "%s/u.f", strcmp(path, "/") ? path : "");
+			snprintf(g, sizeof g, "%s/u.g", strcmp(path, "/") ? path : "");
+			snprintf(sub, sizeof sub, "%s/u.d", strcmp(path, "/") ? path : "");
+			int fd = kura_open(fs, f, O_CREAT | O_EXCL | O_RDWR, 0644);
+			if (fd < 0) {
+				snprintf(why, len, "usability: create %s: %s", f, strerror(-fd));
+				return -1;
+			}
+			ssize_t w = kura_pwrite(fs, fd, buf, sizeof buf, 0);
+			ssize_t r = kura_pread(fs, fd, back, sizeof back, 0);
+			kura_close(fs, fd);
+			if (w != (ssize_t)sizeof buf || r != (ssize_t)sizeof back || memcmp(buf, back, sizeof buf)) {
+				snprintf(why, len, "usability: write/read back %s: %zd/%zd", f, w, r);
+				return -1;
+			}
+			int e = kura_rename(fs, f, g, 0);
+			if (!e)
+				e = kura_mkdir(fs, sub, 0755);
+			if (e) {
+				snprintf(why, len, "usability: rename/mkdir in %s: %s", path, strerror(-e));
+				return -1;
+			}
+		}
+		l = strchr(l, '\n');
+		if (l)
+			l++;
+	}
+	int e = rm_tree(fs, "/");
+	if (e) {
+		snprintf(why, len, "usability: deleting everything: %s", strerror(-e));
+		return -1;
+	}
+	return 0;
+}
+
+static int ex_match(struct ex *x, uint64_t h, int lo, int hi)
+{
+	for (int j = lo; j <= hi; j++)
+		if (x->H[j] == h)
+			return 1;
+	return 0;
+}
+
+/* Crash recovery itself: replay what recovery wrote, as its own trace, and
+ * crash it at each of its fences. */
+static void ex_recovery_crashes(struct ex *x, uint64_t want, uint64_t image)
+{
+	if (x->cfg.recov_lines < 0 || !x->rtr.n)
+		return;
+	struct trace rt = x->rtr; /* checks below must not touch it */
+	memset(&x->rtr, 0, sizeof x->rtr);
+	size_t mark = x->u.n;
+	struct pmodel m = { 0 };
+	pm_init(&m, x->S, POOL_SIZE, NULL, &x->u, 2);
+	m.h = image ^ 0x5245434f56ull; /* same image hash scheme, its own key space */
+	char why[600];
+	for (size_t i = 0; i <= rt.n && !x->stop; i++) {
+		struct tev *e = i < rt.n ? &rt.e[i] : NULL;
+		if (e && e->kind != MEDIA_FENCE) {
+			if (e->kind == MEDIA_STORE || e->kind == MEDIA_STORE64 || e->kind == MEDIA_NT)
+				pm_store(&m, e->off, rt.data + e->at, e->kind == MEDIA_STORE64 ? 8 : e->len,
+					 e->kind == MEDIA_NT);
+			else if (e->kind == MEDIA_FLUSH)
+				pm_flush(&m, e->off, e->len);
+			continue;
+		}
+		/* none, all, then each line alone */
+		long nimg = 2 + (m.npl < (size_t)x->cfg.recov_lines ? (long)m.npl : x->cfg.recov_lines);
+		for (long k = 0; k < nimg && m.npl; k++) {
+			size_t m2 = x->u.n;
+			uint64_t key = m.h;
+			for (size_t l = 0; l < m.npl; l++) {
+				uint32_t pre = k == 0 ? 0 : k == 1 ? m.pl[l].n : (l == (size_t)(k - 2) ? m.pl[l].n : 0);
+				if (!pre)
+					continue;
+				uint8_t img[LINE];
+				pm_line_image(&m, l, pre, img);
+				key ^= line_hash(m.pl[l].line, x->S + m.pl[l].line * LINE) ^ line_hash(m.pl[l].line, img);
+				undo_save(&x->u, m.pl[l].line * LINE, LINE);
+				memcpy(x->S + m.pl[l].line * LINE, img, LINE);
+			}
+			if (!kset_add(&x->seen, key)) {
+				undo_rollback(&x->u, m2);
+				continue;
+			}
+			x->st->recov_checked++;
+			uint64_t h = ex_recover_dump(x, &x->dbuf2, 0, NULL, why, sizeof why);
+			if (!h)
+				ex_violation(x, "crash during recovery (its fence %zu, image %ld): %s", i, k, why);
+			else if (h != want)
+				ex_violation(x, "crash during recovery (its fence %zu, image %ld) recovers to another state",
+					     i, k);
+			else if (ex_fsck(x, why, sizeof why))
+				ex_violation(x, "crash during recovery (its fence %zu, image %ld): %s", i, k, why);
+			undo_rollback(&x->u, m2);
+		}
+		if (e)
+			pm_fence(&m);
+	}
+	undo_rollback(&x->u, mark);
+	pm_free(&m);
+	x->rtr = rt;
+}
+
+/* Checks the image now laid on the scratch pool; lo..hi is the window of
+ * reference states it may show. */
+static void ex_check(struct ex *x, int lo, int hi, uint64_t image)
+{
+	char why[1200];
+	size_t mark = x->u.n;
+	int nrec = 0;
+	x->st->checked++;
+	uint64_t h = ex_recover_dump(x, &x->dbuf, 1, &nrec, why, sizeof why);
+	if (!h) {
+		ex_violation(x, "%s", why);
+		goto out;
+	}
+	if (!ex_match(x, h, lo, hi)) {
+		char d[600];
+		dump_diff(x->dbuf.p, x->Hdump[hi], d, sizeof d);
+		ex_violation(x, "recovered state is none of the states after entries %d..%d; vs %d: %s", lo, hi, hi, d);
+		goto out;
+	}
+	if (ex_fsck(x, why, sizeof why)) {
+		ex_violation(x, "after recovery, %s", why);
+		goto out;
+	}
+	if (x->cfg.usability) {
+		int err = 0;
+		kura_fs *fs = kura_mount(x->scratch_path, &(struct kura_mount_opts){ .persist = KURA_PERSIST_MEMORY },
+					 &err);
+		if (!fs) {
+			ex_violation(x, "second mount failed: %s", kura_last_error());
+			goto out;
+		}
+		fs->m.tracer.event = ex_undo_tracer;
+		fs->m.tracer.ctx = x;
+		uint64_t h2 = dump_fs(fs, &x->dbuf2);
+		int bad = h2 != h;
+		if (!bad && ex_usability(fs, x->dbuf2.p, why, sizeof why))
+			bad = 2;
+		kura_unmount(fs);
+		if (bad == 1) {
+			ex_violation(x, "recovery is not idempotent: a second mount shows another state");
+			goto out;
+		}
+		if (bad == 2) {
+			ex_violation(x, "%s", why);
+			goto out;
+		}
+		if (ex_fsck(x, why, sizeof why)) {
+			ex_violation(x, "after the usability pass, %s", why);
+			goto out;
+		}
+	}
+	undo_rollback(&x->u, mark);
+	if (nrec > 0)
+		ex_recovery_crashes(x, h, image);
+out:
+	undo_rollback(&x->u, mark);
+}
+
+/* Lays the image chosen by p (a prefix per pending line) on the scratch
+ * pool and checks it, unless the same image was checked for this window. */
+static void ex_try(struct ex *x, const uint32_t *p, int lo, int hi)
+{
+	x->st->generated++;
+	uint64_t h = x->pm.h ^ mix64((uint64_t)lo * 1000003u + (uint64_t)hi);
+	size_t mark = x->u.n;
+	for (size_t i = 0; i < x->pm.npl; i++) {
+		if (!p[i])
+			continue;
+		uint64_t l = x->pm.pl[i].line;
+		pm_line_image(&x->pm, i, p[i], x->line_buf);
+		if (!memcmp(x->line_buf, x->D + l * LINE, LINE))
+			continue;
+		h ^= line_hash(l, x->D + l * LINE) ^ line_hash(l, x->line_buf);
+		undo_save(&x->u, l * LINE, LINE);
+		memcpy(x->S + l * LINE, x->line_buf, LINE);
+	}
+	if (kset_add(&x->seen, h)) {
+		x->cur_p = p;
+		ex_check(x, lo, hi, h);
+		x->cur_p = NULL;
+	}
+	undo_rollback(&x->u, mark);
+}
+
+static uint64_t ex_rand(uint64_t *s)
+{
+	*s += 0x9e3779b97f4a7c15ull;
+	return mix64(*s);
+}
+
+static void ex_point(struct ex *x, int lo, int hi)
+{
+	x->point_no++;
+	x->st->points++;
+	size_t n = x->pm.npl;
+	uint32_t *p = calloc(n + 1, sizeof *p), *c = calloc(n + 1, sizeof *c), *f = calloc(n + 1, sizeof *f);
+	for (size_t i = 0; i < n; i++) {
+		c[i] = x->pm.pl[i].n;
+		f[i] = x->pm.pl[i].flushed;
+	}
+	long budget = x->cfg.point_budget;
+#define SET(v) for (size_t k_ = 0; k_ < n; k_++) p[k_] = (v)
+#define TRY()                                            \
+	do {                                             \
+		if (budget-- <= 0 || x->stop)            \
+			goto out;                        \
+		ex_try(x, p, lo, hi);                    \
+	} while (0)
+	SET(0);
+	TRY();
+	SET(c[k_]);
+	TRY();
+	SET(f[k_]);
+	TRY();
+	for (size_t i = 0; i < n; i++) {
+		SET(0);
+		p[i] = c[i];
+		TRY();
+		SET(c[k_]);
+		p[i] = 0;
+		TRY();
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (c[i] < 2)
+			continue;
+		uint32_t step = (c[i] - 1) / 8 + 1;
+		for (uint32_t k = 1; k < c[i]; k += step) {
+			SET(f[k_]);
+			p[i] = k;
+			TRY();
+		}
+	}
+	if (n <= 24)
+		for (size_t i = 0; i < n; i++)
+			for (size_t j = i + 1; j < n; j++) {
+				SET(0);
+				p[i] = c[i];
+				p[j] = c[j];
+				TRY();
+				SET(c[k_]);
+				p[i] = p[j] = 0;
+				TRY();
+			}
+	double combos = 1;
+	for (size_t i = 0; i < n; i++)
+		combos *= c[i] + 1.0;
+	if (combos <= x->cfg.exh_bound) {
+		SET(0);
+		for (;;) {
+			TRY();
+			size_t i = 0;
+			while (i < n && p[i] == c[i])
+				p[i++] = 0;
+			if (i == n)
+				break;
+			p[i]++;
+		}
+	}
+	uint64_t rs = x->cfg.seed ^ hash_bytes(x->point_no, x->spec, strlen(x->spec));
+	for (int r = 0; r < x->cfg.random; r++) {
+		for (size_t i = 0; i < n; i++) {
+			uint64_t v = ex_rand(&rs);
+			p[i] = v % 4 == 0 ? 0 : v % 4 == 1 ? c[i] : (uint32_t)((v >> 8) % (c[i] + 1));
+		}
+		TRY();
+	}
+#undef SET
+#undef TRY
+out:
+	free(p);
+	free(c);
+	free(f);
+}
+
+/* ---- one workload --------------------------------------------------------- */
+
+static int ex_init(struct ex *x, const struct ex_cfg *cfg, struct ex_stats *st)
+{
+	memset(x, 0, sizeof *x);
+	x->cfg = *cfg;
+	x->st = st;
+	snprintf(x->work_path, sizeof x->work_path, "/dev/shm/kura-crash-%d-work.pool", getpid());
+	snprintf(x->ref_path, sizeof x->ref_path, "/dev/shm/kura-crash-%d-ref.pool", getpid());
+	snprintf(x->scratch_path, sizeof x->scratch_path, "/dev/shm/kura-crash-%d-scratch.pool", getpid());
+	if (kura_mkfs(x->scratch_path, POOL_SIZE, 1)) {
+		fprintf(stderr, "mkfs %s: %s\n", x->scratch_path, kura_last_error());
+		return -1;
+	}
+	int fd = open(x->scratch_path, O_RDWR);
+	x->S = fd < 0 ? MAP_FAILED : mmap(NULL, POOL_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (fd >= 0)
+		close(fd);
+	if (x->S == MAP_FAILED)
+		return -1;
+	/* Attached for the whole run, so each check's mount finds the shared
+	 * table instead of creating and zeroing a fresh one (most of a mount's
+	 * cost).  Mounts then never see themselves alone, so none reclaims
+	 * orphans on its own: ex_recover_dump does that explicitly. */
+	int alone = 0;
+	fd = open(x->scratch_path, O_RDWR);
+	if (fd < 0 || lock_attach(&x->hold, fd, &alone))
+		return -1;
+	close(fd);
+	x->D = malloc(POOL_SIZE);
+	x->u.base = x->S;
+	return x->D ? 0 : -1;
+}
+
+static void ex_fini(struct ex *x)
+{
+	lock_detach(&x->hold);
+	munmap(x->S, POOL_SIZE);
+	free(x->D);
+	unlink(x->work_path);
+	unlink(x->ref_path);
+	unlink(x->scratch_path);
+	trace_free(&x->tr);
+	trace_free(&x->rtr);
+	pm_free(&x->pm);
+	for (int i = 0; i <= MAX_ENTRIES; i++)
+		free(x->Hdump[i]);
+	free(x->u.e);
+	free(x->u.bytes);
+	free(x->seen.k);
+	sb_free(&x->dbuf);
+	sb_free(&x->dbuf2);
+	sb_free(&x->msg);
+}
+
+/* The reference run: the state after setup and after every entry. */
+static int ex_reference(struct ex *x, const int *ops, int nops)
+{
+	if (kura_mkfs(x->ref_path, POOL_SIZE, 1))
+		return -1;
+	kura_fs *fs = kura_mount(x->ref_path, &(struct kura_mount_opts){ .persist = KURA_PERSIST_MEMORY }, NULL);
+	struct wk_ctx c;
+	if (!fs || wk_setup(fs, &c))
+		return -1;
+	x->nops = 0;
+	for (int i = 0; i < nops && x->nops < MAX_ENTRIES - WK_SLOTS; i++)
+		x->ops[x->nops++] = &wk_table[ops[i]];
+	/* Closing what is still open is part of the workload, decided once the
+	 * entries have run. */
+	int user = x->nops;
+	if (!user)
+		for (int k = wk_open_slots(&c); k > 0; k--)
+			x->ops[x->nops++] = &wk_close_auto;
+	for (int j = 0; j <= x->nops; j++) {
+		if (j) {
+			x->res[j - 1] = wk_run(fs, &c, x->ops[j - 1]);
+			if (j == user)
+				for (int k = wk_open_slots(&c); k > 0; k--)
+					x->ops[x->nops++] = &wk_close_auto;
+		}
+		x->H[j] = dump_fs(fs, &x->dbuf);
+		free(x->Hdump[j]);
+		x->Hdump[j] = strndup(x->dbuf.p, x->dbuf.n);
+	}
+	kura_unmount(fs);
+	return 0;
+}
+
+static int ex_traced(struct ex *x)
+{
+	if (kura_mkfs(x->work_path, POOL_SIZE, 1))
+		return -1;
+	kura_fs *fs = kura_mount(x->work_path, &(struct kura_mount_opts){ .persist = KURA_PERSIST_PMEM }, NULL);
+	struct wk_ctx c;
+	if (!fs || wk_setup(fs, &c))
+		return -1;
+	memcpy(x->D, fs->m.base, POOL_SIZE);
+	trace_reset(&x->tr);
+	fs->m.tracer.event = ex_record_tracer;
+	fs->m.tracer.ctx = &x->tr;
+	int bad = -1;
+	kura_fault = x->cfg.fault;
+	for (int j = 0; j < x->nops; j++) {
+		media_mark(&fs->m, 'O', (uint64_t)j + 1);
+		long r = wk_run(fs, &c, x->ops[j]);
+		media_mark(&fs->m, 'o', (uint64_t)j + 1);
+		if (r != x->res[j] && bad < 0)
+			bad = j;
+	}
+	kura_fault = FAULT_NONE;
+	fs->m.tracer.event = NULL;
+	kura_unmount(fs);
+	if (bad >= 0 && !x->cfg.fault) {
+		fprintf(stderr, "harness: entry %d (%s) returned differently in the traced run\n", bad + 1,
+			x->ops[bad]->name);
+		return -1;
+	}
+	return 0;
+}
+
+/* Explores one workload; returns its violations (or -1 on a harness error). */
+static int ex_workload(struct ex *x, const int *ops, int nops)
+{
+	x->wl_viol = 0;
+	x->stop = 0;
+	x->point_no = 0;
+	wk_format(ops, nops, x->spec, sizeof x->spec);
+	if (ex_reference(x, ops, nops) || ex_traced(x)) {
+		fprintf(stderr, "harness: cannot run workload %s: %s\n", x->spec, kura_last_error());
+		return -1;
+	}
+	x->st->workloads++;
+	x->st->entries += (uint64_t)x->nops;
+	memcpy(x->S, x->D, POOL_SIZE);
+	pm_init(&x->pm, x->D, POOL_SIZE, x->S, NULL, 1);
+	kset_clear(&x->seen);
+	int inflight = 0, done = 0;
+	for (size_t i = 0; i < x->tr.n && !x->stop; i++) {
+		struct tev *e = &x->tr.e[i];
+		x->event_no = i;
+		switch (e->kind) {
+		case MEDIA_STORE:
+		case MEDIA_NT:
+			pm_store(&x->pm, e->off, x->tr.data + e->at, e->len, e->kind == MEDIA_NT);
+			break;
+		case MEDIA_STORE64:
+			pm_store(&x->pm, e->off, x->tr.data + e->at, 8, 0);
+			break;
+		case MEDIA_FLUSH:
+			pm_flush(&x->pm, e->off, e->len);
+			break;
+		case MEDIA_FENCE:
+			ex_point(x, inflight ? inflight - 1 : done, inflight ? inflight : done);
+			pm_fence(&x->pm);
+			break;
+		case MEDIA_MARK:
+			if (e->off == 'O')
+				inflight = (int)e->len;
+			if (e->off == 'o') {
+				done = (int)e->len;
+				inflight = 0;
+				ex_point(x, done, done);
+			}
+			break;
+		}
+	}
+	if (memcmp(x->S, x->D, POOL_SIZE)) {
+		fprintf(stderr, "harness: the scratch pool drifted from the durable image (workload %s)\n", x->spec);
+		return -1;
+	}
+	return x->wl_viol;
+}
+
+#endif

@@ -1,0 +1,260 @@
+/*
+ * model.h — the recorded trace and the persistence model that turns it into
+ * crash images.
+ *
+ * Model (pmem, after Vinter): a durable image plus, per 64-byte line, the
+ * writes not yet known durable, in program order, split into the 8-byte
+ * words that are the tearing unit (an aligned media_store64 is one word, so
+ * never torn).  A flush marks what a line holds so far; a fence makes every
+ * flushed prefix durable.  Unflushed writes stay pending across fences: the
+ * cache may still write them back at any time.  A crash leaves, for each
+ * pending line independently, some prefix of its writes — lines are not
+ * ordered with each other, writes within one line are.  Non-temporal copies
+ * count as flushed when issued.
+ */
+#ifndef CRASH_MODEL_H
+#define CRASH_MODEL_H
+
+#include "media.h"
+#include "crash/util.h"
+
+#define LINE 64u
+
+/* ---- the trace ---------------------------------------------------------- */
+
+struct tev {
+	uint8_t kind; /* enum media_event */
+	uint64_t off, len, at;
+};
+
+struct trace {
+	struct tev *e;
+	size_t n, cap;
+	uint8_t *data;
+	size_t nd, capd;
+};
+
+static void trace_add(struct trace *t, enum media_event ev, uint64_t off, const void *data, uint64_t len)
+{
+	GROW(t->e, t->n, t->cap);
+	struct tev *e = &t->e[t->n++];
+	e->kind = (uint8_t)ev;
+	e->off = off;
+	e->len = len;
+	e->at = t->nd;
+	if (data && (ev == MEDIA_STORE || ev == MEDIA_STORE64 || ev == MEDIA_NT)) {
+		while (t->nd + len > t->capd) {
+			t->capd = t->capd ? t->capd * 2 : 1 << 20;
+			t->data = xrealloc(t->data, t->capd);
+		}
+		memcpy(t->data + t->nd, data, len);
+		t->nd += len;
+	}
+}
+
+static CRASH_UNUSED void trace_reset(struct trace *t)
+{
+	t->n = 0;
+	t->nd = 0;
+}
+
+static CRASH_UNUSED void trace_free(struct trace *t)
+{
+	free(t->e);
+	free(t->data);
+	memset(t, 0, sizeof *t);
+}
+
+/* ---- pending lines ------------------------------------------------------ */
+
+struct pword {
+	uint8_t at, len;
+	uint8_t b[8];
+};
+
+struct pline {
+	uint64_t line;
+	uint32_t n, flushed, cap;
+	struct pword *w;
+};
+
+struct pmodel {
+	uint8_t *base;          /* the durable image */
+	uint64_t size;
+	uint8_t *mirror;        /* kept equal to base when set (the scratch pool) */
+	struct undo *base_undo; /* when set, base is undo->base and changes are saved */
+	int track_hash;
+	uint64_t h;             /* XOR of line hashes of base */
+	struct pline *pl;
+	size_t npl, cap;
+	uint32_t *map;          /* line -> index + 1, open addressing */
+	size_t mapcap;
+};
+
+static inline uint64_t line_hash(uint64_t line, const uint8_t *p)
+{
+	return hash_bytes(line * 0x9e3779b97f4a7c15ull, p, LINE);
+}
+
+static void pm_init(struct pmodel *m, uint8_t *base, uint64_t size, uint8_t *mirror, struct undo *bu, int track)
+{
+	for (size_t i = 0; i < m->cap; i++)
+		free(m->pl[i].w);
+	free(m->pl);
+	free(m->map);
+	memset(m, 0, sizeof *m);
+	m->base = base;
+	m->size = size;
+	m->mirror = mirror;
+	m->base_undo = bu;
+	m->track_hash = track;
+	if (track == 1) /* 2: the caller sets h and only changes are tracked */
+		for (uint64_t l = 0; l < size / LINE; l++)
+			m->h ^= line_hash(l, base + l * LINE);
+	m->mapcap = 1024;
+	m->map = calloc(m->mapcap, sizeof *m->map);
+}
+
+static void pm_free(struct pmodel *m)
+{
+	for (size_t i = 0; i < m->cap; i++)
+		free(m->pl[i].w);
+	free(m->pl);
+	free(m->map);
+	memset(m, 0, sizeof *m);
+}
+
+static void pm_map_put(struct pmodel *m, uint64_t line, uint32_t idx)
+{
+	for (size_t j = mix64(line) & (m->mapcap - 1);; j = (j + 1) & (m->mapcap - 1))
+		if (!m->map[j]) {
+			m->map[j] = idx + 1;
+			return;
+		}
+}
+
+static void pm_rebuild_map(struct pmodel *m)
+{
+	while (m->npl * 2 >= m->mapcap) {
+		m->mapcap *= 2;
+		free(m->map);
+		m->map = NULL;
+	}
+	if (!m->map)
+		m->map = calloc(m->mapcap, sizeof *m->map);
+	else
+		memset(m->map, 0, m->mapcap * sizeof *m->map);
+	for (size_t i = 0; i < m->npl; i++)
+		pm_map_put(m, m->pl[i].line, (uint32_t)i);
+}
+
+static struct pline *pm_line(struct pmodel *m, uint64_t line, int create)
+{
+	for (size_t j = mix64(line) & (m->mapcap - 1);; j = (j + 1) & (m->mapcap - 1)) {
+		uint32_t v = m->map[j];
+		if (!v)
+			break;
+		if (m->pl[v - 1].line == line)
+			return &m->pl[v - 1];
+	}
+	if (!create)
+		return NULL;
+	if (m->npl == m->cap) {
+		size_t ncap = m->cap ? m->cap * 2 : 64;
+		m->pl = xrealloc(m->pl, ncap * sizeof *m->pl);
+		memset(m->pl + m->cap, 0, (ncap - m->cap) * sizeof *m->pl);
+		m->cap = ncap;
+	}
+	struct pline *p = &m->pl[m->npl++];
+	p->line = line;
+	p->n = p->flushed = 0;
+	if ((m->npl + 1) * 2 >= m->mapcap)
+		pm_rebuild_map(m);
+	else
+		pm_map_put(m, line, (uint32_t)(m->npl - 1));
+	return p;
+}
+
+static void pm_store(struct pmodel *m, uint64_t off, const uint8_t *data, uint64_t len, int flushed)
+{
+	uint64_t end = off + len;
+	while (off < end) {
+		uint64_t stop = (off | 7) + 1;
+		if (stop > end)
+			stop = end;
+		struct pline *p = pm_line(m, off / LINE, 1);
+		if (p->n == p->cap) {
+			p->cap = p->cap ? p->cap * 2 : 8;
+			p->w = xrealloc(p->w, p->cap * sizeof *p->w);
+		}
+		struct pword *w = &p->w[p->n++];
+		w->at = (uint8_t)(off % LINE);
+		w->len = (uint8_t)(stop - off);
+		memcpy(w->b, data, stop - off);
+		if (flushed)
+			p->flushed = p->n;
+		data += stop - off;
+		off = stop;
+	}
+}
+
+static void pm_flush(struct pmodel *m, uint64_t off, uint64_t len)
+{
+	for (uint64_t l = off / LINE; l * LINE < off + len; l++) {
+		struct pline *p = pm_line(m, l, 0);
+		if (p)
+			p->flushed = p->n;
+	}
+}
+
+/* The contents line i would have if its first k pending writes persisted. */
+static void pm_line_image(const struct pmodel *m, size_t i, uint32_t k, uint8_t *out)
+{
+	const struct pline *p = &m->pl[i];
+	memcpy(out, m->base + p->line * LINE, LINE);
+	for (uint32_t j = 0; j < k; j++)
+		memcpy(out + p->w[j].at, p->w[j].b, p->w[j].len);
+}
+
+static void pm_set_base_line(struct pmodel *m, uint64_t line, const uint8_t *img)
+{
+	uint8_t *at = m->base + line * LINE;
+	if (m->track_hash)
+		m->h ^= line_hash(line, at) ^ line_hash(line, img);
+	if (m->base_undo)
+		undo_save(m->base_undo, line * LINE, LINE);
+	memcpy(at, img, LINE);
+	if (m->mirror)
+		memcpy(m->mirror + line * LINE, img, LINE);
+}
+
+/* Everything flushed becomes durable; the rest stays pending. */
+static void pm_fence(struct pmodel *m)
+{
+	size_t keep = 0;
+	for (size_t i = 0; i < m->npl; i++) {
+		struct pline *p = &m->pl[i];
+		if (p->flushed) {
+			uint8_t img[LINE];
+			pm_line_image(m, i, p->flushed, img);
+			pm_set_base_line(m, p->line, img);
+			memmove(p->w, p->w + p->flushed, (p->n - p->flushed) * sizeof *p->w);
+			p->n -= p->flushed;
+			p->flushed = 0;
+		}
+		if (p->n) {
+			if (keep != i) {
+				struct pline t = m->pl[keep];
+				m->pl[keep] = *p;
+				*p = t; /* keeps the word array for reuse */
+			}
+			keep++;
+		}
+	}
+	if (keep != m->npl) {
+		m->npl = keep;
+		pm_rebuild_map(m);
+	}
+}
+
+#endif

@@ -1,0 +1,261 @@
+/*
+ * work.h — workloads: an ACE-style table of single API calls over a small
+ * namespace, the setup they start from, and the descriptor slots that let a
+ * workload keep several descriptors (also to one file, also after unlink).
+ *
+ * Every table entry is exactly one kura_* call, because one call is the unit
+ * the engine promises to make atomic.  A workload is a list of entries; the
+ * explorer appends closes of the descriptors still open so that releasing an
+ * unlinked file (orphan reclamation) is crashed into as well.
+ */
+#ifndef CRASH_WORK_H
+#define CRASH_WORK_H
+
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdio.h>
+#include "kura.h"
+#include "crash/util.h"
+
+#define WK_SLOTS 6
+
+enum wk_kind {
+	K_CREAT, K_MKNOD, K_MKDIR, K_RMDIR, K_WRITE, K_PWRITE, K_FTRUNC, K_TRUNC, K_FALLOC, K_LINK, K_UNLINK,
+	K_RENAME, K_SYMLINK, K_FSYNC, K_CHMOD, K_CLOSE, K_OPEN, K_CLOSE_AUTO,
+};
+
+struct wk_op {
+	const char *name;
+	enum wk_kind kind;
+	const char *a, *b;
+	int slot;         /* descriptor slot used or filled */
+	long off, len;    /* write/truncate/fallocate geometry; open flags in len for K_OPEN */
+	int mode;         /* fallocate mode, rename flags, chmod mode */
+};
+
+/* Slots after setup: 0 foo rw, 1 foo rw|append, 2 A/foo rw, 3 bar rw; 4 and 5
+ * are filled by creat/open entries. */
+static const struct wk_op wk_table[] = {
+	{ "creat:baz", K_CREAT, "baz", 0, 4, 0, 0, 0 },
+	{ "creat:A/C/new", K_CREAT, "A/C/new", 0, 5, 0, 0, 0 },
+	{ "creat:foo-excl", K_CREAT, "foo", 0, 4, 0, 0, 0 },
+	{ "mknod:A/baz", K_MKNOD, "A/baz", 0, 0, 0, 0, 0 },
+	{ "mkdir:D", K_MKDIR, "D", 0, 0, 0, 0, 0 },
+	{ "mkdir:A/C/D", K_MKDIR, "A/C/D", 0, 0, 0, 0, 0 },
+	{ "mkdir:B/E", K_MKDIR, "B/E", 0, 0, 0, 0, 0 },
+	{ "rmdir:A/C", K_RMDIR, "A/C", 0, 0, 0, 0, 0 },
+	{ "rmdir:B-notempty", K_RMDIR, "B", 0, 0, 0, 0, 0 },
+	{ "append4k:foo", K_WRITE, 0, 0, 1, 0, 4096, 0 },
+	{ "append3:foo", K_WRITE, 0, 0, 1, 0, 3, 0 },
+	{ "pwrite:foo:1@0", K_PWRITE, 0, 0, 0, 0, 1, 0 },
+	{ "pwrite:foo:2@63", K_PWRITE, 0, 0, 0, 63, 2, 0 },
+	{ "pwrite:foo:3@4095", K_PWRITE, 0, 0, 0, 4095, 3, 0 },
+	{ "pwrite:foo:1k@100", K_PWRITE, 0, 0, 0, 100, 1024, 0 },
+	{ "pwrite:foo:100@5990", K_PWRITE, 0, 0, 0, 5990, 100, 0 },
+	{ "pwrite:foo:5000@3000", K_PWRITE, 0, 0, 0, 3000, 5000, 0 },
+	{ "pwrite:foo:4k@4096", K_PWRITE, 0, 0, 0, 4096, 4096, 0 },
+	{ "pwrite:foo:8k@8192", K_PWRITE, 0, 0, 0, 8192, 8192, 0 },
+	{ "pwrite:foo:10@20000", K_PWRITE, 0, 0, 0, 20000, 10, 0 },
+	{ "pwrite:A/foo:200@4000", K_PWRITE, 0, 0, 2, 4000, 200, 0 },
+	{ "pwrite:bar:3@98", K_PWRITE, 0, 0, 3, 98, 3, 0 },
+	{ "pwrite:baz:70@0", K_PWRITE, 0, 0, 4, 0, 70, 0 },
+	{ "ftrunc:foo:0", K_FTRUNC, 0, 0, 0, 0, 0, 0 },
+	{ "ftrunc:foo:100", K_FTRUNC, 0, 0, 0, 100, 0, 0 },
+	{ "ftrunc:foo:4097", K_FTRUNC, 0, 0, 0, 4097, 0, 0 },
+	{ "ftrunc:foo:12288", K_FTRUNC, 0, 0, 0, 12288, 0, 0 },
+	{ "trunc:A/foo:10", K_TRUNC, "A/foo", 0, 0, 10, 0, 0 },
+	{ "trunc:bar:5000", K_TRUNC, "bar", 0, 0, 5000, 0, 0 },
+	{ "falloc:foo:0+16k", K_FALLOC, 0, 0, 0, 0, 16384, 0 },
+	{ "falloc:foo:keep", K_FALLOC, 0, 0, 0, 6000, 8192, FALLOC_FL_KEEP_SIZE },
+	{ "falloc:foo:punch", K_FALLOC, 0, 0, 0, 100, 5000, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE },
+	{ "falloc:foo:punch-block", K_FALLOC, 0, 0, 0, 4096, 4096, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE },
+	{ "falloc:foo:zero", K_FALLOC, 0, 0, 0, 10, 300, FALLOC_FL_ZERO_RANGE },
+	{ "falloc:foo:zero-keep", K_FALLOC, 0, 0, 0, 5000, 4000, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE },
+	{ "link:foo:A/C/l", K_LINK, "foo", "A/C/l", 0, 0, 0, 0 },
+	{ "link:A/foo:B/bar", K_LINK, "A/foo", "B/bar", 0, 0, 0, 0 },
+	{ "link:bar:bar2", K_LINK, "bar", "bar2", 0, 0, 0, 0 },
+	{ "unlink:foo", K_UNLINK, "foo", 0, 0, 0, 0, 0 },
+	{ "unlink:A/bar", K_UNLINK, "A/bar", 0, 0, 0, 0, 0 },
+	{ "unlink:B/foo", K_UNLINK, "B/foo", 0, 0, 0, 0, 0 },
+	{ "rename:foo:baz", K_RENAME, "foo", "baz", 0, 0, 0, 0 },
+	{ "rename:foo:bar", K_RENAME, "foo", "bar", 0, 0, 0, 0 },
+	{ "rename:A/foo:B/foo", K_RENAME, "A/foo", "B/foo", 0, 0, 0, 0 },
+	{ "rename:A/bar:B/new", K_RENAME, "A/bar", "B/new", 0, 0, 0, 0 },
+	{ "rename:A:D", K_RENAME, "A", "D", 0, 0, 0, 0 },
+	{ "rename:A/C:B/C", K_RENAME, "A/C", "B/C", 0, 0, 0, 0 },
+	{ "rename:B:A/C", K_RENAME, "B", "A/C", 0, 0, 0, 0 },
+	{ "rename:A:B-notempty", K_RENAME, "A", "B", 0, 0, 0, 0 },
+	{ "rename:A:A/C/x-inside", K_RENAME, "A", "A/C/x", 0, 0, 0, 0 },
+	{ "exchange:foo:A/foo", K_RENAME, "foo", "A/foo", 0, 0, 0, RENAME_EXCHANGE },
+	{ "exchange:A:B", K_RENAME, "A", "B", 0, 0, 0, RENAME_EXCHANGE },
+	{ "noreplace:bar:baz", K_RENAME, "bar", "baz", 0, 0, 0, RENAME_NOREPLACE },
+	{ "symlink:foo:s", K_SYMLINK, "foo", "s", 0, 0, 0, 0 },
+	{ "symlink:long:A/s", K_SYMLINK, 0, "A/s", 0, 0, 0, 0 },
+	{ "fsync:foo", K_FSYNC, 0, 0, 0, 0, 0, 0 },
+	{ "chmod:foo:600", K_CHMOD, "foo", 0, 0, 0, 0, 0600 },
+	{ "close:foo", K_CLOSE, 0, 0, 0, 0, 0, 0 },
+	{ "close:foo-append", K_CLOSE, 0, 0, 1, 0, 0, 0 },
+	{ "open:foo:trunc", K_OPEN, "foo", 0, 4, 0, O_RDWR | O_TRUNC, 0 },
+	{ "open:A/bar:creat", K_OPEN, "A/bar", 0, 5, 0, O_RDWR | O_CREAT, 0 },
+};
+#define WK_NOPS ((int)(sizeof wk_table / sizeof wk_table[0]))
+
+/* Appended by the explorer, one per open slot; not in the table. */
+static const struct wk_op wk_close_auto = { "close-at-end", K_CLOSE_AUTO, 0, 0, 0, 0, 0, 0 };
+
+struct wk_ctx {
+	int fd[WK_SLOTS];
+	int seq; /* entry number, so different writes write different bytes */
+};
+
+static void wk_pattern(char *buf, long len, int seq, long off)
+{
+	for (long i = 0; i < len; i++)
+		buf[i] = (char)('a' + (seq * 7 + (off + i) * 3 + (off + i) / 61) % 26);
+}
+
+static int wk_setup(kura_fs *fs, struct wk_ctx *c)
+{
+	static char buf[8192];
+	int err = 0;
+	err |= kura_mkdir(fs, "A", 0755);
+	err |= kura_mkdir(fs, "B", 0755);
+	err |= kura_mkdir(fs, "A/C", 0750);
+	static const struct { const char *p; long len; } files[] = {
+		{ "foo", 6000 }, { "bar", 100 }, { "A/foo", 4096 }, { "A/bar", 0 }, { "B/foo", 70 },
+	};
+	for (int i = 0; i < 5; i++) {
+		int fd = kura_open(fs, files[i].p, O_CREAT | O_RDWR, 0644);
+		if (fd < 0)
+			return fd;
+		wk_pattern(buf, files[i].len, 100 + i, 0);
+		if (files[i].len && kura_pwrite(fs, fd, buf, (size_t)files[i].len, 0) != files[i].len)
+			err = -EIO;
+		kura_close(fs, fd);
+	}
+	for (int i = 0; i < WK_SLOTS; i++)
+		c->fd[i] = -1;
+	c->fd[0] = kura_open(fs, "foo", O_RDWR, 0);
+	c->fd[1] = kura_open(fs, "foo", O_RDWR | O_APPEND, 0);
+	c->fd[2] = kura_open(fs, "A/foo", O_RDWR, 0);
+	c->fd[3] = kura_open(fs, "bar", O_RDWR, 0);
+	c->seq = 0;
+	return err ? -EIO : 0;
+}
+
+static int wk_fd(struct wk_ctx *c, int slot)
+{
+	return c->fd[slot] >= 0 ? c->fd[slot] : 1 << 20; /* a descriptor that is never open: -EBADF */
+}
+
+/* Runs one entry; returns the call's result (compared between runs). */
+static long wk_run(kura_fs *fs, struct wk_ctx *c, const struct wk_op *op)
+{
+	static char buf[16384];
+	long r = 0;
+	c->seq++;
+	switch (op->kind) {
+	case K_CREAT:
+	case K_OPEN: {
+		int flags = op->kind == K_CREAT ? O_CREAT | O_EXCL | O_RDWR : (int)op->len;
+		r = kura_open(fs, op->a, flags, 0640);
+		if (r >= 0) {
+			/* A slot still in use keeps its descriptor: the new one is
+			 * closed at the end like any other. */
+			for (int s = op->slot; s < WK_SLOTS; s++)
+				if (c->fd[s] < 0) {
+					c->fd[s] = (int)r;
+					break;
+				}
+			r = 0;
+		}
+		break;
+	}
+	case K_MKNOD: r = kura_mknod(fs, op->a, S_IFREG | 0600); break;
+	case K_MKDIR: r = kura_mkdir(fs, op->a, 0755); break;
+	case K_RMDIR: r = kura_rmdir(fs, op->a); break;
+	case K_WRITE:
+		wk_pattern(buf, op->len, c->seq, 0);
+		r = kura_write(fs, wk_fd(c, op->slot), buf, (size_t)op->len);
+		break;
+	case K_PWRITE:
+		wk_pattern(buf, op->len, c->seq, op->off);
+		r = kura_pwrite(fs, wk_fd(c, op->slot), buf, (size_t)op->len, op->off);
+		break;
+	case K_FTRUNC: r = kura_ftruncate(fs, wk_fd(c, op->slot), op->off); break;
+	case K_TRUNC: r = kura_truncate(fs, op->a, op->off); break;
+	case K_FALLOC: r = kura_fallocate(fs, wk_fd(c, op->slot), op->mode, op->off, op->len); break;
+	case K_LINK: r = kura_link(fs, op->a, op->b); break;
+	case K_UNLINK: r = kura_unlink(fs, op->a); break;
+	case K_RENAME: r = kura_rename(fs, op->a, op->b, (unsigned)op->mode); break;
+	case K_SYMLINK: {
+		const char *t = op->a;
+		char longt[201];
+		if (!t) {
+			wk_pattern(longt, 200, 5, 0);
+			longt[200] = 0;
+			t = longt;
+		}
+		r = kura_symlink(fs, t, op->b);
+		break;
+	}
+	case K_FSYNC: r = kura_fsync(fs, wk_fd(c, op->slot)); break;
+	case K_CHMOD: r = kura_chmod(fs, op->a, (mode_t)op->mode); break;
+	case K_CLOSE:
+		r = kura_close(fs, wk_fd(c, op->slot));
+		c->fd[op->slot] = -1;
+		break;
+	case K_CLOSE_AUTO:
+		for (int s = 0; s < WK_SLOTS; s++)
+			if (c->fd[s] >= 0) {
+				r = kura_close(fs, c->fd[s]);
+				c->fd[s] = -1;
+				break;
+			}
+		break;
+	}
+	return r;
+}
+
+static int wk_open_slots(const struct wk_ctx *c)
+{
+	int n = 0;
+	for (int s = 0; s < WK_SLOTS; s++)
+		n += c->fd[s] >= 0;
+	return n;
+}
+
+static int wk_lookup(const char *name)
+{
+	for (int i = 0; i < WK_NOPS; i++)
+		if (!strcmp(wk_table[i].name, name))
+			return i;
+	return -1;
+}
+
+/* "a,b,c" -> table indices; returns the count or -1 naming the bad entry. */
+static CRASH_UNUSED int wk_parse(const char *spec, int *ops, int max)
+{
+	char tmp[4096];
+	snprintf(tmp, sizeof tmp, "%s", spec);
+	int n = 0;
+	for (char *save = NULL, *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		int i = wk_lookup(t);
+		if (i < 0 || n == max) {
+			fprintf(stderr, "unknown or too many workload entries at '%s'\n", t);
+			return -1;
+		}
+		ops[n++] = i;
+	}
+	return n;
+}
+
+static CRASH_UNUSED void wk_format(const int *ops, int n, char *out, size_t len)
+{
+	size_t k = 0;
+	out[0] = 0;
+	for (int i = 0; i < n && k < len; i++)
+		k += (size_t)snprintf(out + k, len - k, "%s%s", i ? "," : "", wk_table[ops[i]].name);
+}
+
+#endif

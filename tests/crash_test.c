@@ -1,0 +1,130 @@
+/*
+ * crash_test.c — the crash-state explorer over the engine (tests/crash/).
+ *
+ *   crash_test                  bounded sweep for make check: seq-1, a sample
+ *                               of seq-2, a few random workloads
+ *   crash_test --full           all of seq-1 and seq-2 and a long random run
+ *                               (make crash-full)
+ *   crash_test --replay LIST [--fault N]
+ *                               one workload, entries by name, comma-separated
+ *   crash_test --random SEED COUNT LEN
+ *
+ * CRASH_SCALE (per mille of the bounded sweep's seq-2 sample) trims the
+ * sweep; sanitizer builds use a smaller sample by default.
+ */
+#include "crash/driver.h"
+
+static int passed, failed;
+
+static void expect(int ok, const char *what)
+{
+	if (ok) {
+		passed++;
+	} else {
+		failed++;
+		printf("FAIL %s\n", what);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct ex_cfg cfg = { .point_budget = 48, .exh_bound = 64, .random = 4, .recov_lines = 4, .usability = 1,
+			      .max_print = 3, .seed = 0x6b757261 };
+	struct ex_stats st = { 0 };
+	struct ex x;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	int full = argc > 1 && !strcmp(argv[1], "--full");
+	const char *replay = NULL;
+	uint64_t rseed = 0;
+	int rcount = 0, rlen = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--replay") && i + 1 < argc)
+			replay = argv[++i];
+		else if (!strcmp(argv[i], "--fault") && i + 1 < argc)
+			cfg.fault = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--random") && i + 3 < argc) {
+			rseed = strtoull(argv[++i], NULL, 0);
+			rcount = atoi(argv[++i]);
+			rlen = atoi(argv[++i]);
+		} else if (strcmp(argv[i], "--full")) {
+			fprintf(stderr, "usage: %s [--full | --replay LIST [--fault N] | --random SEED COUNT LEN]\n",
+				argv[0]);
+			return 2;
+		}
+	}
+	if (full) {
+		cfg.point_budget = 400;
+		cfg.exh_bound = 1024;
+		cfg.random = 16;
+		cfg.recov_lines = 16;
+	}
+	if (ex_init(&x, &cfg, &st)) {
+		printf("cannot set up the scratch pools\n");
+		return 1;
+	}
+	double t0 = now_sec();
+	if (replay) {
+		int ops[MAX_ENTRIES];
+		int n = wk_parse(replay, ops, MAX_ENTRIES - WK_SLOTS);
+		if (n < 0)
+			return 2;
+		x.cfg.max_print = 1000;
+		int v = drv_run(&x, ops, n);
+		st.seconds = now_sec() - t0;
+		drv_summary(&st, "replay");
+		ex_fini(&x);
+		return v != 0;
+	}
+	if (rcount) {
+		int bad = drv_random(&x, rseed, rcount, rlen);
+		st.seconds = now_sec() - t0;
+		drv_summary(&st, "random");
+		ex_fini(&x);
+		return bad != 0;
+	}
+
+	/* make check's sweep: every entry alone, a seeded sample of pairs,
+	 * and random workloads. */
+	int per_mille = full ? 1000 : 30;
+#if defined(__SANITIZE_ADDRESS__)
+	per_mille = full ? 1000 : 6;
+#endif
+	const char *scale = getenv("CRASH_SCALE");
+	if (scale && !full)
+		per_mille = atoi(scale);
+
+	struct ex_stats s1 = { 0 }, s2 = { 0 }, s3 = { 0 };
+	double t = now_sec();
+	x.st = &s1;
+	int bad = drv_seq1(&x);
+	s1.seconds = now_sec() - t;
+	drv_summary(&s1, "seq-1");
+	expect(bad == 0 && s1.violations == 0, "seq-1: every single entry survives every crash image");
+
+	t = now_sec();
+	x.st = &s2;
+	bad = drv_seq2(&x, per_mille);
+	s2.seconds = now_sec() - t;
+	drv_summary(&s2, full ? "seq-2 (all pairs)" : "seq-2 (sample)");
+	expect(bad == 0 && s2.violations == 0, "seq-2: pairs of entries survive every crash image");
+
+	t = now_sec();
+	x.st = &s3;
+	bad = drv_random(&x, cfg.seed, full ? 400 : (per_mille >= 30 ? 12 : 2), full ? 12 : 6);
+	s3.seconds = now_sec() - t;
+	drv_summary(&s3, "random");
+	expect(bad == 0 && s3.violations == 0, "random workloads survive every crash image");
+
+	st.workloads = s1.workloads + s2.workloads + s3.workloads;
+	st.entries = s1.entries + s2.entries + s3.entries;
+	st.points = s1.points + s2.points + s3.points;
+	st.generated = s1.generated + s2.generated + s3.generated;
+	st.checked = s1.checked + s2.checked + s3.checked;
+	st.recov_checked = s1.recov_checked + s2.recov_checked + s3.recov_checked;
+	st.violations = s1.violations + s2.violations + s3.violations;
+	st.seconds = now_sec() - t0;
+	drv_summary(&st, "total");
+	ex_fini(&x);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed != 0;
+}
