@@ -53,7 +53,7 @@ model-long: all
 # The crash explorer unbounded: every entry, every pair of entries and a long
 # random run, with larger per-crash-point budgets (tests/crash_test.c).
 crash-full: all
-	build/tests/crash_test --full
+	build/tests/crash_test --full --jobs $$(nproc)
 
 clean:
 	rm -rf build build-asan build-tsan

@@ -12,11 +12,19 @@
  * silently. */
 static int drv_run(struct ex *x, const int *ops, int n)
 {
+	static uint64_t number;
+	if (x->cfg.nshards > 1 && number++ % (uint64_t)x->cfg.nshards != (uint64_t)x->cfg.shard)
+		return 0;
 	int v = ex_workload(x, ops, n);
 	if (v < 0) {
 		x->st->violations++;
-		return 1;
+		v = 1;
 	}
+	/* Long runs say how far they are. */
+	if (x->cfg.progress && x->st->workloads % 250 == 0)
+		printf("  shard %d: %llu workloads, %llu images checked, %llu recovery-crash images, %llu violations\n",
+		       x->cfg.shard, (unsigned long long)x->st->workloads, (unsigned long long)x->st->checked,
+		       (unsigned long long)x->st->recov_checked, (unsigned long long)x->st->violations);
 	return v;
 }
 

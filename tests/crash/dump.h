@@ -76,7 +76,8 @@ static int dump_dir(kura_fs *fs, const char *dir, struct sbuf *out, struct dump_
 	kura_closedir(d);
 	if (r < 0)
 		err = r;
-	qsort(names, n, sizeof *names, name_cmp);
+	if (n)
+		qsort(names, n, sizeof *names, name_cmp);
 	for (size_t i = 0; i < n && !err; i++) {
 		char path[1024];
 		snprintf(path, sizeof path, "%s/%s", strcmp(dir, "/") ? dir : "", names[i]);

@@ -47,6 +47,8 @@ struct ex_cfg {
 	int fault;         /* kura_fault during the traced run */
 	int max_print;     /* violations printed in full */
 	uint64_t seed;
+	int progress;       /* print a line every 250 workloads */
+	int shard, nshards; /* this process runs workloads numbered shard mod nshards */
 };
 
 struct ex_stats {
