@@ -98,6 +98,10 @@ int dir_lookup(const struct kura_fs *fs, const struct kura_inode *dip, const cha
 	FOR_EACH_ENTRY(bk, pos, e, bad)
 	{
 		if (e->hash == h && e->name_len == len && !memcmp(e->name, name, len)) {
+			/* Inode 0 means "none": an entry naming it is damage, and
+			 * callers take a found name's inode to exist. */
+			if (!e->ino)
+				return -EUCLEAN;
 			*ino = e->ino;
 			*type = e->type;
 			return 0;
