@@ -135,10 +135,9 @@ run:
 	/* ASan makes every image several times dearer; the plain build carries
 	 * the sweep, this one looks for memory errors on a thinner slice. */
 	if (!full) {
-		per_mille = 6;
-		x.cfg.point_budget = 16;
-		x.cfg.random = 1;
-		x.cfg.recov_lines = 2;
+		per_mille = 10;
+		x.cfg.point_budget = 32;
+		x.cfg.random = 2;
 	}
 #endif
 	const char *scale = getenv("CRASH_SCALE");
