@@ -80,7 +80,8 @@ static void dump_tree(struct buf *b, const char *path)
 		names[n++] = strdup(e.name);
 	}
 	kura_closedir(d);
-	qsort(names, n, sizeof *names, cmp_str);
+	if (n) /* qsort(NULL, 0) is undefined */
+		qsort(names, n, sizeof *names, cmp_str);
 	for (size_t i = 0; i < n; i++) {
 		char child[4096];
 		snprintf(child, sizeof child, "%s/%s", strcmp(path, "/") ? path : "", names[i]);
