@@ -22,6 +22,8 @@ struct command {
 	const char *help;
 };
 
+int cmd_run(int argc, char **argv); /* cli_run.c */
+
 static const struct command commands[] = {
 	{ "mkfs", cmd_mkfs, "mkfs [POOL] [--size SIZE] [--force]",
 	  "Create a pool file.  SIZE is bytes or a number with a binary suffix:\n"
@@ -58,6 +60,10 @@ static const struct command commands[] = {
 	  "missing; /path's contents go into it).  Modes, times (ns), symlinks and\n"
 	  "hard links are kept; owners too when run as root.  If /path is a\n"
 	  "regular file it is copied into DST under its own name.\n" },
+	{ "run", cmd_run, "run [--pool POOL] [--mount PREFIX] [--] COMMAND [ARGS...]",
+	  "Run COMMAND with libkura.so preloaded: paths under PREFIX (default\n"
+	  "/kura) are served from POOL (default: the default pool, created if\n"
+	  "missing).  Sets KURA_POOL, KURA_MOUNT and LD_PRELOAD for COMMAND.\n" },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

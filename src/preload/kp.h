@@ -1,0 +1,173 @@
+/*
+ * kp.h — internals of the LD_PRELOAD interposition layer ("kp").
+ *
+ * Every wrapper classifies its arguments first: a path under a mount prefix
+ * or a descriptor whose kernel number is a kura placeholder goes to the
+ * engine, everything else to the next definition of the same symbol (libc),
+ * untouched.  The layer lives in libkura.so together with the engine, so the
+ * engine's own calls to open/fstat/flock/mmap... land in these wrappers too:
+ * their pass-through path must never need the layer's locks.
+ */
+#ifndef KURA_PRELOAD_KP_H
+#define KURA_PRELOAD_KP_H
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "kura.h"
+
+#define KP_EXPORT __attribute__((visibility("default")))
+
+/* The next definition of a symbol, resolved once.  dlsym of a symbol that
+ * exists does not allocate (see the research notes), so this is safe from
+ * any wrapper; a racing first call stores the same pointer twice. */
+#define REAL(name)                                                           \
+	({                                                                   \
+		static __typeof__(&name) real_##name;                        \
+		if (__builtin_expect(!real_##name, 0))                       \
+			real_##name = (__typeof__(&name))dlsym(RTLD_NEXT, #name); \
+		real_##name;                                                 \
+	})
+/* Same, for a name whose prototype is given as a type. */
+#define REALT(type, name)                                                    \
+	({                                                                   \
+		static __typeof__(type) real_p;                                        \
+		if (__builtin_expect(!real_p, 0))                            \
+			real_p = (__typeof__(type))dlsym(RTLD_NEXT, name);              \
+		real_p;                                                      \
+	})
+
+/* glibc marks path arguments nonnull, which lets the compiler delete our
+ * NULL checks; programs do pass NULL (and utimensat(fd, NULL) is the
+ * kernel's futimens).  This hides the pointer's origin from the optimiser. */
+#define KP_NN(p)                                 \
+	({                                       \
+		const void *q_ = (p);            \
+		__asm__("" : "+r"(q_));          \
+		q_ != NULL;                      \
+	})
+
+/* Set errno from a kura result (negative errno) and return -1, or pass the
+ * non-negative result through. */
+static inline long kp_ret(long r)
+{
+	if (r < 0) {
+		errno = (int)-r;
+		return -1;
+	}
+	return r;
+}
+
+/* ---- configuration and mounts (config.c) ---- */
+
+#define KP_MAX_MOUNTS 8
+struct kp_mount {
+	char prefix[PATH_MAX]; /* normalised, no trailing slash */
+	size_t plen;
+	char pool[PATH_MAX];
+	kura_fs *fs; /* NULL until first use */
+};
+extern struct kp_mount kp_mounts[KP_MAX_MOUNTS];
+extern int kp_nmounts;
+extern __thread int kp_inside; /* >0 while the layer itself calls libc/engine */
+
+/* Parses the environment once (cheap, no engine call). */
+void kp_config(void);
+/* The engine of mount m, mounting it on first use; NULL with errno set. */
+kura_fs *kp_fs(int m);
+/* Adopts an engine mounted elsewhere (kura_mount_inherit after exec). */
+void kp_set_fs(int m, kura_fs *fs);
+/* One message per name on stderr when KURA_DEBUG is set; sets errno. */
+int kp_unsupported(const char *what, int err);
+void kp_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+extern int kp_debug_on;
+/* The pid cached at init and refreshed in fork children. */
+extern pid_t kp_pid;
+
+/* ---- descriptor table (fdtab.c) ---- */
+
+struct kp_fd {
+	int used;         /* 0: the kernel fd is not ours */
+	int kfd;          /* kura descriptor */
+	int mnt;          /* index in kp_mounts */
+	kura_dir *dir;    /* directory stream over a duplicate of kfd (readdir, getdents64), or NULL */
+	char *path;       /* absolute host path it was opened by, for readlink/fchdir */
+	int isdir;
+};
+/* The entry for kernel fd `fd` if it is a kura placeholder, else NULL. */
+struct kp_fd *kp_get(int fd);
+/* A new placeholder (a sealed, empty memfd) for kura descriptor kfd; returns
+ * the kernel fd or -1 with errno set (the kura descriptor is then closed). */
+int kp_install(int mnt, int kfd, int cloexec, const char *path, int isdir);
+/* Records kfd as the kura side of an existing kernel fd (after a dup). */
+int kp_attach(int fd, int mnt, int kfd, const char *path, int isdir);
+/* Forgets a slot and closes its kura side (not the kernel fd). */
+void kp_release(int fd);
+/* Calls f for every occupied slot. */
+void kp_foreach(void (*f)(int fd, struct kp_fd *e, void *arg), void *arg);
+/* Re-points stdin/stdout/stderr at a cookie stream when fd 0/1/2 became a
+ * placeholder, and back at the original stream when it did not. */
+void kp_std_fixup(int fd);
+pthread_mutex_t *kp_tab_lock(void);
+/* While mounting, moves a descriptor the engine opened to the top range. */
+int kp_relocate(int fd);
+/* Flushes the std stream of fd 0/1/2 before the kernel fd changes under it. */
+void kp_std_preflush(int fd);
+
+/* ---- paths (path.c) ---- */
+
+enum kp_where { KP_KERNEL, KP_KERNEL_ABS, KP_KURA };
+struct kp_path {
+	enum kp_where where;
+	int mnt;
+	int kdirfd;            /* kura descriptor or KURA_AT_ROOT */
+	const char *p;         /* path to use: inside the pool for KP_KURA */
+	char buf[PATH_MAX];
+	char host[PATH_MAX];   /* host absolute form (for KP_KURA), "" if unknown */
+};
+/* Classifies (dirfd, path).  Returns 0, or -errno (ENAMETOOLONG, EBADF). */
+int kp_resolve(int dirfd, const char *path, struct kp_path *out);
+/* Lexical normalisation of an absolute path in place ("." "..", "//"). */
+void kp_normalise(char *p);
+/* Which mount holds absolute normalised path p, -1 if none. */
+int kp_mount_of(const char *p);
+/* "/proc/self/fd/N" or "/dev/fd/N" naming a placeholder: its fd, else -1. */
+int kp_procfd(const char *path);
+extern char kp_vcwd[PATH_MAX]; /* "" when the working directory is the kernel's */
+
+/* ---- fd-level operations used across files (io.c) ---- */
+int kp_open_path(struct kp_path *kp, int flags, mode_t mode);
+ssize_t kp_read(int fd, void *buf, size_t n);
+ssize_t kp_write(int fd, const void *buf, size_t n);
+off_t kp_lseek(int fd, off_t off, int whence);
+int kp_close(int fd);
+
+/* ---- stdio (stdio.c) ---- */
+FILE *kp_cookie_stream(int fd, const char *mode);
+/* std-stream swap helpers: a cookie stream for fd 0/1/2, and the retirement
+ * of one that no longer matches its fd (without closing the fd). */
+FILE *kp_std_stream(int fd);
+void kp_stream_detach(FILE *f);
+int kp_is_stream(FILE *f);
+int kp_stream_fd(FILE *f); /* fd behind one of our streams, or -1 */
+
+/* ---- directories (dir.c) ---- */
+DIR *kp_opendir_fd(int fd); /* stream over a placeholder fd */
+
+/* ---- locks (lock.c) ---- */
+int kp_lock_fcntl(int fd, struct kp_fd *e, int cmd, struct flock *fl);
+int kp_lock_flock(int fd, struct kp_fd *e, int op);
+void kp_lock_close(int fd, struct kp_fd *e);
+
+/* ---- processes (proc.c) ---- */
+void kp_inherit(void);
+
+#endif

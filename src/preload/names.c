@@ -1,0 +1,568 @@
+/*
+ * names.c — calls that take paths: stat family, access, create/remove,
+ * rename/link/symlink, metadata, file-system info, temporary names.
+ *
+ * Each resolves its path(s) with kp_resolve; kernel paths go to libc as
+ * given (or in absolute form when they were relative to a virtual cwd and
+ * left the prefix).  A call whose two paths lie on different sides fails
+ * with EXDEV, as across two kernel mounts.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <sys/time.h>
+#include <sys/xattr.h>
+#include <time.h>
+#include <unistd.h>
+#include <utime.h>
+
+#include "kp.h"
+
+mode_t kp_umask(void);
+int kp_statvfs_mnt(int m, struct statvfs *sv);
+void kp_to_statfs(const struct statvfs *sv, struct statfs *sf);
+
+#define RESOLVE(dirfd, path, kp)                                  \
+	struct kp_path kp;                                        \
+	do {                                                      \
+		int r_ = kp_resolve((dirfd), (path), &kp);        \
+		if (r_)                                           \
+			return (int)kp_ret(r_);                   \
+	} while (0)
+#define KFS(kp)                                                   \
+	kura_fs *fs = kp_fs((kp).mnt);                            \
+	if (!fs)                                                  \
+		return -1
+#define KDIR(kp, dirfd) ((kp).where == KP_KERNEL ? (dirfd) : AT_FDCWD)
+
+/* ---- stat family ---- */
+
+static int kstatat(int dirfd, const char *path, struct stat *st, int flags, int (*realf)(int, const char *, struct stat *, int))
+{
+	int pfd = KP_NN(path) ? kp_procfd(path) : -1;
+	if (pfd >= 0 && !(flags & AT_SYMLINK_NOFOLLOW))
+		return fstat(pfd, st);
+	RESOLVE(dirfd, path, kp);
+	if (kp.where != KP_KURA)
+		return realf(KDIR(kp, dirfd), kp.p, st, flags);
+	KFS(kp);
+	return (int)kp_ret(kura_fstatat(fs, kp.kdirfd, kp.p, st, flags & (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH)));
+}
+
+static int real_fstatat(int d, const char *p, struct stat *st, int fl) { return REAL(fstatat)(d, p, st, fl); }
+
+KP_EXPORT int stat(const char *p, struct stat *st) { return kstatat(AT_FDCWD, p, st, 0, real_fstatat); }
+KP_EXPORT int stat64(const char *p, struct stat64 *st) { return stat(p, (struct stat *)st); }
+KP_EXPORT int lstat(const char *p, struct stat *st) { return kstatat(AT_FDCWD, p, st, AT_SYMLINK_NOFOLLOW, real_fstatat); }
+KP_EXPORT int lstat64(const char *p, struct stat64 *st) { return lstat(p, (struct stat *)st); }
+KP_EXPORT int fstatat(int d, const char *p, struct stat *st, int fl) { return kstatat(d, p, st, fl, real_fstatat); }
+KP_EXPORT int fstatat64(int d, const char *p, struct stat64 *st, int fl) { return fstatat(d, p, (struct stat *)st, fl); }
+/* The pre-2.33 ABI: the version argument is _STAT_VER (1 on x86-64) and
+ * the structure the same as today's. */
+KP_EXPORT int __xstat(int v, const char *p, struct stat *st) { (void)v; return stat(p, st); }
+KP_EXPORT int __xstat64(int v, const char *p, struct stat64 *st) { (void)v; return stat64(p, st); }
+KP_EXPORT int __lxstat(int v, const char *p, struct stat *st) { (void)v; return lstat(p, st); }
+KP_EXPORT int __lxstat64(int v, const char *p, struct stat64 *st) { (void)v; return lstat64(p, st); }
+KP_EXPORT int __fxstatat(int v, int d, const char *p, struct stat *st, int fl) { (void)v; return fstatat(d, p, st, fl); }
+KP_EXPORT int __fxstatat64(int v, int d, const char *p, struct stat64 *st, int fl) { (void)v; return fstatat(d, p, (struct stat *)st, fl); }
+
+KP_EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *sx)
+{
+	int pfd = KP_NN(path) && !(flags & AT_SYMLINK_NOFOLLOW) ? kp_procfd(path) : -1;
+	struct stat st;
+	int r;
+	if (pfd >= 0) {
+		r = fstat(pfd, &st);
+	} else {
+		RESOLVE(dirfd, path, kp);
+		if (kp.where != KP_KURA)
+			return REAL(statx)(KDIR(kp, dirfd), kp.p, flags, mask, sx);
+		KFS(kp);
+		r = (int)kp_ret(kura_fstatat(fs, kp.kdirfd, kp.p, &st, flags & (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH)));
+	}
+	if (r < 0)
+		return r;
+	memset(sx, 0, sizeof *sx);
+	sx->stx_mask = STATX_BASIC_STATS;
+	sx->stx_blksize = (uint32_t)st.st_blksize;
+	sx->stx_nlink = (uint32_t)st.st_nlink;
+	sx->stx_uid = st.st_uid;
+	sx->stx_gid = st.st_gid;
+	sx->stx_mode = (uint16_t)st.st_mode;
+	sx->stx_ino = st.st_ino;
+	sx->stx_size = (uint64_t)st.st_size;
+	sx->stx_blocks = (uint64_t)st.st_blocks;
+	sx->stx_atime.tv_sec = st.st_atim.tv_sec;
+	sx->stx_atime.tv_nsec = (uint32_t)st.st_atim.tv_nsec;
+	sx->stx_mtime.tv_sec = st.st_mtim.tv_sec;
+	sx->stx_mtime.tv_nsec = (uint32_t)st.st_mtim.tv_nsec;
+	sx->stx_ctime.tv_sec = st.st_ctim.tv_sec;
+	sx->stx_ctime.tv_nsec = (uint32_t)st.st_ctim.tv_nsec;
+	sx->stx_dev_major = major(st.st_dev);
+	sx->stx_dev_minor = minor(st.st_dev);
+	return 0;
+}
+
+/* ---- access ---- */
+
+KP_EXPORT int faccessat(int dirfd, const char *path, int mode, int flags)
+{
+	RESOLVE(dirfd, path, kp);
+	if (kp.where != KP_KURA)
+		return REAL(faccessat)(KDIR(kp, dirfd), kp.p, mode, flags);
+	KFS(kp);
+	return (int)kp_ret(kura_faccessat(fs, kp.kdirfd, kp.p, mode, flags & (AT_SYMLINK_NOFOLLOW | AT_EACCESS | AT_EMPTY_PATH)));
+}
+KP_EXPORT int access(const char *p, int mode)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	if (kp.where != KP_KURA)
+		return REAL(access)(kp.p, mode);
+	return faccessat(AT_FDCWD, p, mode, 0);
+}
+KP_EXPORT int euidaccess(const char *p, int mode)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	if (kp.where != KP_KURA)
+		return REAL(euidaccess)(kp.p, mode);
+	return faccessat(AT_FDCWD, p, mode, AT_EACCESS);
+}
+KP_EXPORT int eaccess(const char *p, int mode) { return euidaccess(p, mode); }
+
+/* ---- create and remove ---- */
+
+KP_EXPORT int mkdirat(int dirfd, const char *path, mode_t mode)
+{
+	RESOLVE(dirfd, path, kp);
+	if (kp.where != KP_KURA)
+		return REAL(mkdirat)(KDIR(kp, dirfd), kp.p, mode);
+	KFS(kp);
+	return (int)kp_ret(kura_mkdirat(fs, kp.kdirfd, kp.p, mode & ~kp_umask()));
+}
+KP_EXPORT int mkdir(const char *p, mode_t mode)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	if (kp.where != KP_KURA)
+		return REAL(mkdir)(kp.p, mode);
+	return mkdirat(AT_FDCWD, p, mode);
+}
+
+KP_EXPORT int unlinkat(int dirfd, const char *path, int flags)
+{
+	RESOLVE(dirfd, path, kp);
+	if (kp.where != KP_KURA)
+		return REAL(unlinkat)(KDIR(kp, dirfd), kp.p, flags);
+	KFS(kp);
+	return (int)kp_ret(kura_unlinkat(fs, kp.kdirfd, kp.p, flags));
+}
+KP_EXPORT int unlink(const char *p)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	if (kp.where != KP_KURA)
+		return REAL(unlink)(kp.p);
+	return unlinkat(AT_FDCWD, p, 0);
+}
+KP_EXPORT int rmdir(const char *p)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	if (kp.where != KP_KURA)
+		return REAL(rmdir)(kp.p);
+	return unlinkat(AT_FDCWD, p, AT_REMOVEDIR);
+}
+KP_EXPORT int remove(const char *p)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	if (kp.where != KP_KURA)
+		return REAL(remove)(kp.p);
+	int r = unlinkat(AT_FDCWD, p, 0);
+	if (r < 0 && (errno == EISDIR || errno == EPERM))
+		r = unlinkat(AT_FDCWD, p, AT_REMOVEDIR);
+	return r;
+}
+
+KP_EXPORT int mknodat(int dirfd, const char *path, mode_t mode, dev_t dev)
+{
+	RESOLVE(dirfd, path, kp);
+	if (kp.where != KP_KURA)
+		return REAL(mknodat)(KDIR(kp, dirfd), kp.p, mode, dev);
+	KFS(kp);
+	if ((mode & S_IFMT) == 0)
+		mode |= S_IFREG;
+	return (int)kp_ret(kura_mknodat(fs, kp.kdirfd, kp.p, (mode & S_IFMT) | (mode & 07777 & ~kp_umask())));
+}
+KP_EXPORT int mknod(const char *p, mode_t m, dev_t d) { return mknodat(AT_FDCWD, p, m, d); }
+KP_EXPORT int __xmknod(int v, const char *p, mode_t m, dev_t *d) { (void)v; return mknodat(AT_FDCWD, p, m, *d); }
+KP_EXPORT int __xmknodat(int v, int fd, const char *p, mode_t m, dev_t *d) { (void)v; return mknodat(fd, p, m, *d); }
+KP_EXPORT int mkfifoat(int d, const char *p, mode_t m) { return mknodat(d, p, S_IFIFO | (m & 07777), 0); }
+KP_EXPORT int mkfifo(const char *p, mode_t m) { return mkfifoat(AT_FDCWD, p, m); }
+
+/* ---- two-path calls ---- */
+
+KP_EXPORT int renameat2(int od, const char *op, int nd, const char *np, unsigned flags)
+{
+	RESOLVE(od, op, a);
+	RESOLVE(nd, np, b);
+	if (a.where != KP_KURA && b.where != KP_KURA)
+		return REAL(renameat2)(KDIR(a, od), a.p, KDIR(b, nd), b.p, flags);
+	if (a.where != KP_KURA || b.where != KP_KURA || a.mnt != b.mnt)
+		return (int)kp_ret(-EXDEV);
+	KFS(a);
+	return (int)kp_ret(kura_renameat2(fs, a.kdirfd, a.p, b.kdirfd, b.p, flags));
+}
+KP_EXPORT int renameat(int od, const char *op, int nd, const char *np) { return renameat2(od, op, nd, np, 0); }
+KP_EXPORT int rename(const char *op, const char *np)
+{
+	RESOLVE(AT_FDCWD, op, a);
+	RESOLVE(AT_FDCWD, np, b);
+	if (a.where != KP_KURA && b.where != KP_KURA)
+		return REAL(rename)(a.p, b.p);
+	return renameat2(AT_FDCWD, op, AT_FDCWD, np, 0);
+}
+
+KP_EXPORT int linkat(int od, const char *op, int nd, const char *np, int flags)
+{
+	RESOLVE(od, op, a);
+	RESOLVE(nd, np, b);
+	if (a.where != KP_KURA && b.where != KP_KURA)
+		return REAL(linkat)(KDIR(a, od), a.p, KDIR(b, nd), b.p, flags);
+	if (a.where != KP_KURA || b.where != KP_KURA || a.mnt != b.mnt)
+		return (int)kp_ret(-EXDEV);
+	KFS(a);
+	return (int)kp_ret(kura_linkat(fs, a.kdirfd, a.p, b.kdirfd, b.p, flags));
+}
+KP_EXPORT int link(const char *op, const char *np)
+{
+	RESOLVE(AT_FDCWD, op, a);
+	RESOLVE(AT_FDCWD, np, b);
+	if (a.where != KP_KURA && b.where != KP_KURA)
+		return REAL(link)(a.p, b.p);
+	return linkat(AT_FDCWD, op, AT_FDCWD, np, 0);
+}
+
+KP_EXPORT int symlinkat(const char *target, int dirfd, const char *path)
+{
+	RESOLVE(dirfd, path, kp);
+	if (kp.where != KP_KURA)
+		return REAL(symlinkat)(target, KDIR(kp, dirfd), kp.p);
+	KFS(kp);
+	return (int)kp_ret(kura_symlinkat(fs, target, kp.kdirfd, kp.p));
+}
+KP_EXPORT int symlink(const char *target, const char *p)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	if (kp.where != KP_KURA)
+		return REAL(symlink)(target, kp.p);
+	return symlinkat(target, AT_FDCWD, p);
+}
+
+KP_EXPORT ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t n)
+{
+	int pfd = KP_NN(path) ? kp_procfd(path) : -1;
+	if (pfd >= 0) {
+		/* What the kernel shows for a descriptor: the path it was opened by. */
+		struct kp_fd *e = kp_get(pfd);
+		const char *s = e && e->path ? e->path : "kura:(unknown)";
+		size_t l = strlen(s);
+		if (l > n)
+			l = n;
+		memcpy(buf, s, l);
+		return (ssize_t)l;
+	}
+	RESOLVE(dirfd, path, kp);
+	if (kp.where != KP_KURA)
+		return REAL(readlinkat)(KDIR(kp, dirfd), kp.p, buf, n);
+	KFS(kp);
+	return kp_ret(kura_readlinkat(fs, kp.kdirfd, kp.p, buf, n));
+}
+KP_EXPORT ssize_t readlink(const char *p, char *buf, size_t n)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	if (kp.where == KP_KERNEL && kp_procfd(p) < 0)
+		return REAL(readlink)(p, buf, n);
+	return readlinkat(AT_FDCWD, p, buf, n);
+}
+KP_EXPORT ssize_t __readlink_chk(const char *p, char *buf, size_t n, size_t bl) { (void)bl; return readlink(p, buf, n); }
+KP_EXPORT ssize_t __readlinkat_chk(int d, const char *p, char *buf, size_t n, size_t bl) { (void)bl; return readlinkat(d, p, buf, n); }
+
+/* ---- metadata ---- */
+
+KP_EXPORT int fchmodat(int dirfd, const char *path, mode_t mode, int flags)
+{
+	RESOLVE(dirfd, path, kp);
+	if (kp.where != KP_KURA)
+		return REAL(fchmodat)(KDIR(kp, dirfd), kp.p, mode, flags);
+	KFS(kp);
+	return (int)kp_ret(kura_fchmodat(fs, kp.kdirfd, kp.p, mode, flags));
+}
+KP_EXPORT int chmod(const char *p, mode_t m)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	if (kp.where != KP_KURA)
+		return REAL(chmod)(kp.p, m);
+	return fchmodat(AT_FDCWD, p, m, 0);
+}
+KP_EXPORT int lchmod(const char *p, mode_t m) { return fchmodat(AT_FDCWD, p, m, AT_SYMLINK_NOFOLLOW); }
+
+KP_EXPORT int fchownat(int dirfd, const char *path, uid_t u, gid_t g, int flags)
+{
+	RESOLVE(dirfd, path, kp);
+	if (kp.where != KP_KURA)
+		return REAL(fchownat)(KDIR(kp, dirfd), kp.p, u, g, flags);
+	KFS(kp);
+	return (int)kp_ret(kura_fchownat(fs, kp.kdirfd, kp.p, u, g, flags));
+}
+KP_EXPORT int chown(const char *p, uid_t u, gid_t g)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	if (kp.where != KP_KURA)
+		return REAL(chown)(kp.p, u, g);
+	return fchownat(AT_FDCWD, p, u, g, 0);
+}
+KP_EXPORT int lchown(const char *p, uid_t u, gid_t g)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	if (kp.where != KP_KURA)
+		return REAL(lchown)(kp.p, u, g);
+	return fchownat(AT_FDCWD, p, u, g, AT_SYMLINK_NOFOLLOW);
+}
+
+KP_EXPORT int utimensat(int dirfd, const char *path, const struct timespec t[2], int flags)
+{
+	if (!KP_NN(path)) /* futimens is utimensat(fd, NULL, ...) in the kernel ABI */
+		return futimens(dirfd, t);
+	RESOLVE(dirfd, path, kp);
+	if (kp.where != KP_KURA)
+		return REAL(utimensat)(KDIR(kp, dirfd), kp.p, t, flags);
+	KFS(kp);
+	return (int)kp_ret(kura_utimensat(fs, kp.kdirfd, kp.p, t, flags));
+}
+
+static int tv_utimes(int dirfd, const char *p, const struct timeval tv[2], int flags)
+{
+	struct timespec ts[2];
+	if (tv)
+		for (int i = 0; i < 2; i++) {
+			ts[i].tv_sec = tv[i].tv_sec;
+			ts[i].tv_nsec = tv[i].tv_usec * 1000;
+		}
+	return utimensat(dirfd, p, tv ? ts : NULL, flags);
+}
+KP_EXPORT int utimes(const char *p, const struct timeval tv[2])
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	if (kp.where != KP_KURA)
+		return REAL(utimes)(kp.p, tv);
+	return tv_utimes(AT_FDCWD, p, tv, 0);
+}
+KP_EXPORT int lutimes(const char *p, const struct timeval tv[2]) { return tv_utimes(AT_FDCWD, p, tv, AT_SYMLINK_NOFOLLOW); }
+KP_EXPORT int futimesat(int d, const char *p, const struct timeval tv[2]) { return tv_utimes(d, p, tv, 0); }
+KP_EXPORT int utime(const char *p, const struct utimbuf *ub)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	if (kp.where != KP_KURA)
+		return REAL(utime)(kp.p, ub);
+	struct timespec ts[2] = { { ub ? ub->actime : 0, 0 }, { ub ? ub->modtime : 0, 0 } };
+	return utimensat(AT_FDCWD, p, ub ? ts : NULL, 0);
+}
+
+KP_EXPORT int truncate(const char *p, off_t len)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	if (kp.where != KP_KURA)
+		return REAL(truncate)(kp.p, len);
+	KFS(kp);
+	return (int)kp_ret(kura_truncateat(fs, kp.kdirfd, kp.p, len));
+}
+KP_EXPORT int truncate64(const char *p, off_t len) { return truncate(p, len); }
+
+/* ---- file-system information ---- */
+
+KP_EXPORT int statvfs(const char *p, struct statvfs *sv)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	if (kp.where != KP_KURA)
+		return REAL(statvfs)(kp.p, sv);
+	struct stat st;
+	if (stat(p, &st) < 0)
+		return -1;
+	return kp_statvfs_mnt(kp.mnt, sv);
+}
+KP_EXPORT int statvfs64(const char *p, struct statvfs64 *sv) { return statvfs(p, (struct statvfs *)sv); }
+KP_EXPORT int statfs(const char *p, struct statfs *sf)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	if (kp.where != KP_KURA)
+		return REAL(statfs)(kp.p, sf);
+	struct statvfs sv;
+	if (statvfs(p, &sv) < 0)
+		return -1;
+	kp_to_statfs(&sv, sf);
+	return 0;
+}
+KP_EXPORT int statfs64(const char *p, struct statfs64 *sf) { return statfs(p, (struct statfs *)sf); }
+
+static long kura_conf(int name)
+{
+	switch (name) {
+	case _PC_NAME_MAX: return 255;
+	case _PC_PATH_MAX: return PATH_MAX;
+	case _PC_LINK_MAX: return 65000;
+	case _PC_PIPE_BUF: return 4096;
+	case _PC_FILESIZEBITS: return 47; /* 64 TiB */
+	case _PC_NO_TRUNC: return 1;
+	case _PC_CHOWN_RESTRICTED: return 1;
+	case _PC_SYMLINK_MAX: return 4095;
+	case _PC_REC_MIN_XFER_SIZE:
+	case _PC_REC_XFER_ALIGN:
+	case _PC_ALLOC_SIZE_MIN: return 4096;
+	default: errno = EINVAL; return -1;
+	}
+}
+KP_EXPORT long pathconf(const char *p, int name)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	if (kp.where != KP_KURA)
+		return REAL(pathconf)(kp.p, name);
+	struct stat st;
+	if (stat(p, &st) < 0)
+		return -1;
+	return kura_conf(name);
+}
+KP_EXPORT long fpathconf(int fd, int name)
+{
+	if (!kp_get(fd))
+		return REAL(fpathconf)(fd, name);
+	return kura_conf(name);
+}
+
+/* ---- extended attributes: none in kura ---- */
+
+#define NOXATTR_P(name, ...)                                        \
+	KP_EXPORT ssize_t name(const char *p, __VA_ARGS__)          \
+	{                                                           \
+		RESOLVE(AT_FDCWD, p, kp);                           \
+		if (kp.where != KP_KURA)                            \
+			return REALT(ssize_t (*)(), #name)ARGS_##name; \
+		return kp_unsupported(#name, ENOTSUP);              \
+	}
+#define ARGS_getxattr (kp.p, n, v, s)
+#define ARGS_lgetxattr (kp.p, n, v, s)
+#define ARGS_setxattr (kp.p, n, v, s, f)
+#define ARGS_lsetxattr (kp.p, n, v, s, f)
+#define ARGS_listxattr (kp.p, l, s)
+#define ARGS_llistxattr (kp.p, l, s)
+#define ARGS_removexattr (kp.p, n)
+#define ARGS_lremovexattr (kp.p, n)
+NOXATTR_P(getxattr, const char *n, void *v, size_t s)
+NOXATTR_P(lgetxattr, const char *n, void *v, size_t s)
+NOXATTR_P(listxattr, char *l, size_t s)
+NOXATTR_P(llistxattr, char *l, size_t s)
+KP_EXPORT int setxattr(const char *p, const char *n, const void *v, size_t s, int f)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	return kp.where != KP_KURA ? REAL(setxattr)(kp.p, n, v, s, f) : kp_unsupported("setxattr", ENOTSUP);
+}
+KP_EXPORT int lsetxattr(const char *p, const char *n, const void *v, size_t s, int f)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	return kp.where != KP_KURA ? REAL(lsetxattr)(kp.p, n, v, s, f) : kp_unsupported("lsetxattr", ENOTSUP);
+}
+KP_EXPORT int removexattr(const char *p, const char *n)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	return kp.where != KP_KURA ? REAL(removexattr)(kp.p, n) : kp_unsupported("removexattr", ENOTSUP);
+}
+KP_EXPORT int lremovexattr(const char *p, const char *n)
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	return kp.where != KP_KURA ? REAL(lremovexattr)(kp.p, n) : kp_unsupported("lremovexattr", ENOTSUP);
+}
+KP_EXPORT ssize_t fgetxattr(int fd, const char *n, void *v, size_t s)
+{
+	return kp_get(fd) ? kp_unsupported("fgetxattr", ENOTSUP) : REAL(fgetxattr)(fd, n, v, s);
+}
+KP_EXPORT int fsetxattr(int fd, const char *n, const void *v, size_t s, int f)
+{
+	return kp_get(fd) ? kp_unsupported("fsetxattr", ENOTSUP) : REAL(fsetxattr)(fd, n, v, s, f);
+}
+KP_EXPORT ssize_t flistxattr(int fd, char *l, size_t s)
+{
+	return kp_get(fd) ? kp_unsupported("flistxattr", ENOTSUP) : REAL(flistxattr)(fd, l, s);
+}
+KP_EXPORT int fremovexattr(int fd, const char *n)
+{
+	return kp_get(fd) ? kp_unsupported("fremovexattr", ENOTSUP) : REAL(fremovexattr)(fd, n);
+}
+
+/* ---- temporary names ---- */
+
+/* Fills the six X's before `suffix` characters with random letters and
+ * tries `make` until it does not fail with EEXIST, as glibc does. */
+static int tmpname(char *tmpl, int suffix, int (*make)(const char *, int), int arg)
+{
+	static const char letters[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	size_t len = strlen(tmpl);
+	if (suffix < 0 || len < 6 + (size_t)suffix || memcmp(tmpl + len - suffix - 6, "XXXXXX", 6) != 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	char *x = tmpl + len - suffix - 6;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	uint64_t v = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ ((uint64_t)getpid() << 40) ^ (uintptr_t)tmpl;
+	for (int tries = 0; tries < 62 * 62 * 62; tries++) {
+		uint64_t w = v;
+		for (int i = 0; i < 6; i++) {
+			x[i] = letters[w % 62];
+			w /= 62;
+		}
+		int r = make(tmpl, arg);
+		if (r >= 0 || errno != EEXIST)
+			return r;
+		v = v * 6364136223846793005ull + 1442695040888963407ull;
+	}
+	errno = EEXIST;
+	return -1;
+}
+
+static int make_file(const char *p, int flags)
+{
+	return open(p, O_RDWR | O_CREAT | O_EXCL | (flags & ~O_ACCMODE), 0600);
+}
+
+static int make_dir(const char *p, int unused)
+{
+	(void)unused;
+	return mkdir(p, 0700);
+}
+
+static int is_kura_path(const char *p)
+{
+	struct kp_path kp;
+	return kp_resolve(AT_FDCWD, p, &kp) == 0 && kp.where == KP_KURA;
+}
+
+KP_EXPORT int mkostemps(char *t, int suffix, int flags)
+{
+	if (!is_kura_path(t))
+		return REAL(mkostemps)(t, suffix, flags);
+	return tmpname(t, suffix, make_file, flags);
+}
+KP_EXPORT int mkostemps64(char *t, int s, int f) { return mkostemps(t, s, f); }
+KP_EXPORT int mkstemp(char *t) { return mkostemps(t, 0, 0); }
+KP_EXPORT int mkstemp64(char *t) { return mkostemps(t, 0, 0); }
+KP_EXPORT int mkostemp(char *t, int f) { return mkostemps(t, 0, f); }
+KP_EXPORT int mkostemp64(char *t, int f) { return mkostemps(t, 0, f); }
+KP_EXPORT int mkstemps(char *t, int s) { return mkostemps(t, s, 0); }
+KP_EXPORT int mkstemps64(char *t, int s) { return mkostemps(t, s, 0); }
+KP_EXPORT char *mkdtemp(char *t)
+{
+	if (!is_kura_path(t))
+		return REAL(mkdtemp)(t);
+	return tmpname(t, 0, make_dir, 0) < 0 ? NULL : t;
+}

@@ -1,0 +1,460 @@
+/*
+ * path.c — which file system a path names, and the virtual working
+ * directory.
+ *
+ * A path is served by kura when, made absolute and normalised lexically
+ * ("." and ".." and repeated slashes), it lies under a mount prefix.  While
+ * the working directory is inside a prefix the kernel's own cwd is left
+ * where it was and kp_vcwd holds the virtual one; every relative path is
+ * then joined to it here, and one that leaves the prefix reaches the kernel
+ * as the absolute path it denotes.  Paths that never touch a prefix reach
+ * the kernel exactly as given.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kp.h"
+
+char kp_vcwd[PATH_MAX];
+static char real_cwd[PATH_MAX]; /* cached kernel cwd, "" if unknown */
+static int real_cwd_known;
+
+static void refresh_real_cwd(void)
+{
+	kp_inside++;
+	if (!REAL(getcwd)(real_cwd, sizeof real_cwd))
+		real_cwd[0] = '\0';
+	kp_inside--;
+	real_cwd_known = 1;
+}
+
+void kp_normalise(char *p)
+{
+	char *out = p, *in = p;
+	/* out always ends without a slash except for the root itself */
+	*out++ = '/';
+	while (*in) {
+		while (*in == '/')
+			in++;
+		if (!*in)
+			break;
+		char *end = strchrnul(in, '/');
+		size_t len = (size_t)(end - in);
+		if (len == 1 && in[0] == '.') {
+			/* skip */
+		} else if (len == 2 && in[0] == '.' && in[1] == '.') {
+			if (out > p + 1) {
+				out--;
+				while (out > p + 1 && out[-1] != '/')
+					out--;
+				if (out > p + 1)
+					out--;
+			}
+		} else {
+			if (out > p + 1)
+				*out++ = '/';
+			memmove(out, in, len);
+			out += len;
+		}
+		in = end;
+	}
+	*out = '\0';
+}
+
+int kp_mount_of(const char *p)
+{
+	for (int i = 0; i < kp_nmounts; i++) {
+		size_t n = kp_mounts[i].plen;
+		if (strncmp(p, kp_mounts[i].prefix, n) == 0 && (p[n] == '/' || p[n] == '\0'))
+			return i;
+	}
+	return -1;
+}
+
+/* Does the path have a component that lexical normalisation would change? */
+static int needs_norm(const char *p)
+{
+	for (const char *s = p; *s; s++) {
+		if (s[0] != '/')
+			continue;
+		if (s[1] == '/')
+			return 1;
+		if (s[1] == '.' && (s[2] == '/' || s[2] == '\0'))
+			return 1;
+		if (s[1] == '.' && s[2] == '.' && (s[3] == '/' || s[3] == '\0'))
+			return 1;
+	}
+	return 0;
+}
+
+static int has_dotdot(const char *p)
+{
+	for (const char *s = p; (s = strstr(s, "..")); s += 2)
+		if ((s == p || s[-1] == '/') && (s[2] == '/' || s[2] == '\0'))
+			return 1;
+	return 0;
+}
+
+/* out->buf holds an absolute normalised path: classify it. */
+static int classify_abs(struct kp_path *out, int orig_is_exact)
+{
+	int m = kp_mount_of(out->buf);
+	if (m < 0) {
+		out->where = orig_is_exact ? KP_KERNEL : KP_KERNEL_ABS;
+		out->p = out->buf;
+		return 0;
+	}
+	memcpy(out->host, out->buf, strlen(out->buf) + 1);
+	out->where = KP_KURA;
+	out->mnt = m;
+	out->kdirfd = KURA_AT_ROOT;
+	out->p = out->buf + kp_mounts[m].plen;
+	if (!*out->p)
+		out->p = "/";
+	return 0;
+}
+
+static int join(char *dst, const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la + 1 + lb + 1 > PATH_MAX)
+		return -ENAMETOOLONG;
+	memcpy(dst, a, la);
+	dst[la] = '/';
+	memcpy(dst + la + 1, b, lb + 1);
+	return 0;
+}
+
+int kp_resolve(int dirfd, const char *path, struct kp_path *out)
+{
+	kp_config();
+	out->where = KP_KERNEL;
+	out->p = path;
+	out->host[0] = '\0';
+	if (kp_inside || !path || kp_nmounts == 0)
+		return 0;
+	if (path[0] == '/') {
+		if (!needs_norm(path)) {
+			int m = kp_mount_of(path);
+			if (m < 0)
+				return 0;
+			size_t l = strlen(path);
+			if (l >= PATH_MAX)
+				return -ENAMETOOLONG;
+			memcpy(out->host, path, l + 1);
+			out->where = KP_KURA;
+			out->mnt = m;
+			out->kdirfd = KURA_AT_ROOT;
+			out->p = path + kp_mounts[m].plen;
+			if (!*out->p)
+				out->p = "/";
+			return 0;
+		}
+		size_t l = strlen(path);
+		if (l >= PATH_MAX)
+			return -ENAMETOOLONG;
+		memcpy(out->buf, path, l + 1);
+		kp_normalise(out->buf);
+		return classify_abs(out, 1);
+	}
+	if (dirfd == AT_FDCWD) {
+		if (kp_vcwd[0]) {
+			int r = join(out->buf, kp_vcwd, path);
+			if (r)
+				return r;
+			kp_normalise(out->buf);
+			return classify_abs(out, 0);
+		}
+		if (!real_cwd_known)
+			refresh_real_cwd();
+		if (!real_cwd[0])
+			return 0;
+		/* Only a cwd above a prefix, or a "..", can lead a relative path in. */
+		int above = 0;
+		size_t cl = strlen(real_cwd);
+		for (int i = 0; i < kp_nmounts && !above; i++)
+			above = strncmp(kp_mounts[i].prefix, real_cwd, cl) == 0 &&
+				(cl == 1 || kp_mounts[i].prefix[cl] == '/');
+		if (!above && !has_dotdot(path))
+			return 0;
+		if (join(out->buf, real_cwd, path))
+			return 0;
+		kp_normalise(out->buf);
+		return classify_abs(out, 1);
+	}
+	struct kp_fd *e = kp_get(dirfd);
+	if (!e)
+		return 0; /* a kernel directory: the kernel resolves it */
+	if (!has_dotdot(path)) {
+		out->where = KP_KURA;
+		out->mnt = e->mnt;
+		out->kdirfd = e->kfd;
+		out->p = path;
+		if (e->path && join(out->host, e->path, path) == 0)
+			kp_normalise(out->host);
+		else
+			out->host[0] = '\0';
+		return 0;
+	}
+	/* ".." may climb out of the prefix: work on the absolute form. */
+	char dir[PATH_MAX];
+	kura_fs *fs = kp_fs(e->mnt);
+	if (!fs)
+		return -errno;
+	int r = kura_getpath(fs, e->kfd, dir, sizeof dir);
+	if (r < 0)
+		return r;
+	char host[PATH_MAX];
+	if (snprintf(host, sizeof host, "%s%s", kp_mounts[e->mnt].prefix, dir) >= (int)sizeof host)
+		return -ENAMETOOLONG;
+	r = join(out->buf, host, path);
+	if (r)
+		return r;
+	kp_normalise(out->buf);
+	return classify_abs(out, 0);
+}
+
+int kp_procfd(const char *path)
+{
+	const char *s;
+	if (strncmp(path, "/proc/self/fd/", 14) == 0)
+		s = path + 14;
+	else if (strncmp(path, "/dev/fd/", 8) == 0)
+		s = path + 8;
+	else if (strcmp(path, "/dev/stdin") == 0)
+		s = "0";
+	else if (strcmp(path, "/dev/stdout") == 0)
+		s = "1";
+	else if (strcmp(path, "/dev/stderr") == 0)
+		s = "2";
+	else
+		return -1;
+	char *end;
+	long fd = strtol(s, &end, 10);
+	if (end == s || *end || fd < 0 || fd > INT_MAX)
+		return -1;
+	return kp_get((int)fd) ? (int)fd : -1;
+}
+
+/* ---- working directory ---- */
+
+static int set_vcwd(const char *host)
+{
+	size_t l = strlen(host);
+	if (l >= sizeof kp_vcwd)
+		return -ENAMETOOLONG;
+	memcpy(kp_vcwd, host, l + 1);
+	return 0;
+}
+
+KP_EXPORT int chdir(const char *path)
+{
+	struct kp_path kp;
+	int r = kp_resolve(AT_FDCWD, path, &kp);
+	if (r)
+		return (int)kp_ret(r);
+	if (kp.where != KP_KURA) {
+		r = REAL(chdir)(kp.p);
+		if (r == 0) {
+			kp_vcwd[0] = '\0';
+			refresh_real_cwd();
+		}
+		return r;
+	}
+	kura_fs *fs = kp_fs(kp.mnt);
+	if (!fs)
+		return -1;
+	struct stat st;
+	r = kura_fstatat(fs, kp.kdirfd, kp.p, &st, 0);
+	if (r == 0 && !S_ISDIR(st.st_mode))
+		r = -ENOTDIR;
+	if (r == 0)
+		r = kura_faccessat(fs, kp.kdirfd, kp.p, X_OK, 0);
+	if (r == 0 && !kp.host[0])
+		r = -ENOENT;
+	if (r == 0)
+		r = set_vcwd(kp.host);
+	return (int)kp_ret(r);
+}
+
+KP_EXPORT int fchdir(int fd)
+{
+	kp_config();
+	struct kp_fd *e = kp_get(fd);
+	if (!e) {
+		int r = REAL(fchdir)(fd);
+		if (r == 0) {
+			kp_vcwd[0] = '\0';
+			refresh_real_cwd();
+		}
+		return r;
+	}
+	char dir[PATH_MAX], host[PATH_MAX];
+	int r = kura_getpath(kp_fs(e->mnt), e->kfd, dir, sizeof dir);
+	if (r < 0)
+		return (int)kp_ret(r);
+	if (snprintf(host, sizeof host, "%s%s", kp_mounts[e->mnt].prefix, strcmp(dir, "/") ? dir : "") >=
+	    (int)sizeof host)
+		return (int)kp_ret(-ENAMETOOLONG);
+	return (int)kp_ret(set_vcwd(host));
+}
+
+KP_EXPORT char *getcwd(char *buf, size_t size)
+{
+	if (!kp_vcwd[0])
+		return REAL(getcwd)(buf, size);
+	size_t l = strlen(kp_vcwd) + 1;
+	if (!buf) {
+		buf = malloc(size > l ? size : l);
+		if (!buf)
+			return NULL;
+		size = size > l ? size : l;
+	}
+	if (size == 0) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (l > size) {
+		errno = ERANGE;
+		return NULL;
+	}
+	memcpy(buf, kp_vcwd, l);
+	return buf;
+}
+
+KP_EXPORT char *__getcwd_chk(char *buf, size_t size, size_t buflen)
+{
+	(void)buflen;
+	return getcwd(buf, size);
+}
+
+KP_EXPORT char *getwd(char *buf)
+{
+	return getcwd(buf, PATH_MAX);
+}
+
+KP_EXPORT char *get_current_dir_name(void)
+{
+	if (!kp_vcwd[0])
+		return REAL(get_current_dir_name)();
+	return strdup(kp_vcwd);
+}
+
+/* ---- realpath ---- */
+
+/* Resolves symlinks component by component inside the pool.  `in` is the
+ * absolute normalised host path of a kura file; the result goes to out. */
+static int kura_realpath(int m, const char *in, char *out)
+{
+	char todo[PATH_MAX], link[PATH_MAX], tmp[PATH_MAX];
+	size_t plen = kp_mounts[m].plen;
+	kura_fs *fs = kp_fs(m);
+	if (!fs)
+		return -errno;
+	snprintf(todo, sizeof todo, "%s", in + plen);
+	char done[PATH_MAX] = "";
+	int hops = 0;
+	char *rest = todo;
+	while (*rest) {
+		while (*rest == '/')
+			rest++;
+		if (!*rest)
+			break;
+		char *end = strchrnul(rest, '/');
+		size_t len = (size_t)(end - rest);
+		if (len == 2 && rest[0] == '.' && rest[1] == '.') {
+			char *s = strrchr(done, '/');
+			if (s)
+				*s = '\0';
+			rest = end;
+			continue;
+		}
+		if (len == 1 && rest[0] == '.') {
+			rest = end;
+			continue;
+		}
+		size_t dl = strlen(done);
+		if (dl + 1 + len >= PATH_MAX)
+			return -ENAMETOOLONG;
+		done[dl] = '/';
+		memcpy(done + dl + 1, rest, len);
+		done[dl + 1 + len] = '\0';
+		rest = end;
+		struct stat st;
+		int r = kura_lstat(fs, done, &st);
+		if (r < 0)
+			return r;
+		if (S_ISLNK(st.st_mode)) {
+			if (++hops > 40)
+				return -ELOOP;
+			ssize_t n = kura_readlink(fs, done, link, sizeof link - 1);
+			if (n < 0)
+				return (int)n;
+			link[n] = '\0';
+			done[dl] = '\0';
+			if (link[0] == '/') {
+				/* An absolute target is a host path: it may leave the pool. */
+				if (snprintf(tmp, sizeof tmp, "%s%s%s", link, *rest ? "/" : "", rest) >= (int)sizeof tmp)
+					return -ENAMETOOLONG;
+				kp_normalise(tmp);
+				int m2 = kp_mount_of(tmp);
+				if (m2 != m) {
+					char *r2 = realpath(tmp, out);
+					return r2 ? 0 : -errno;
+				}
+				snprintf(todo, sizeof todo, "%s", tmp + plen);
+				done[0] = '\0';
+			} else {
+				if (snprintf(tmp, sizeof tmp, "%s%s%s", link, *rest ? "/" : "", rest) >= (int)sizeof tmp)
+					return -ENAMETOOLONG;
+				snprintf(todo, sizeof todo, "%s", tmp);
+			}
+			rest = todo;
+		} else if (*rest && !S_ISDIR(st.st_mode)) {
+			return -ENOTDIR;
+		}
+	}
+	if (snprintf(out, PATH_MAX, "%s%s", kp_mounts[m].prefix, done) >= PATH_MAX)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+KP_EXPORT char *realpath(const char *path, char *resolved)
+{
+	if (!KP_NN(path)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	struct kp_path kp;
+	int r = kp_resolve(AT_FDCWD, path, &kp);
+	if (r) {
+		errno = -r;
+		return NULL;
+	}
+	if (kp.where != KP_KURA || !kp.host[0])
+		return REAL(realpath)(kp.p, resolved);
+	char out[PATH_MAX];
+	r = kura_realpath(kp.mnt, kp.host, out);
+	if (r) {
+		errno = -r;
+		return NULL;
+	}
+	if (!resolved)
+		return strdup(out);
+	memcpy(resolved, out, strlen(out) + 1);
+	return resolved;
+}
+
+KP_EXPORT char *__realpath_chk(const char *path, char *resolved, size_t len)
+{
+	(void)len;
+	return realpath(path, resolved);
+}
+
+KP_EXPORT char *canonicalize_file_name(const char *path)
+{
+	return realpath(path, NULL);
+}

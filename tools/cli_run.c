@@ -1,0 +1,117 @@
+/*
+ * cli_run.c — `kura run`: start a program with the interposition layer.
+ *
+ * Sets KURA_POOL, KURA_MOUNT and LD_PRELOAD (the absolute path of the
+ * libkura.so installed next to this binary, ../lib/libkura.so) and execs
+ * the command.  Everything else happens inside the preloaded library.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+static const char run_help[] =
+	"usage: kura run [--pool POOL] [--mount PREFIX] [--] COMMAND [ARGS...]\n\n"
+	"Run COMMAND with libkura.so preloaded, so that paths under PREFIX\n"
+	"(default /kura) are served from POOL (default: the default pool, created\n"
+	"if missing).  Children, including exec'd ones, stay on kura.\n"
+	"Environment set for COMMAND: KURA_POOL, KURA_MOUNT, LD_PRELOAD.\n"
+	"KURA_DEBUG=1 reports calls kura does not support on standard error.\n";
+
+/* ../lib/libkura.so relative to the running binary. */
+static int find_lib(char *out, size_t len)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n <= 0)
+		return -1;
+	self[n] = '\0';
+	char *slash = strrchr(self, '/');
+	if (!slash)
+		return -1;
+	*slash = '\0';
+	slash = strrchr(self, '/');
+	if (slash)
+		*slash = '\0';
+	if (snprintf(out, len, "%s/lib/libkura.so", self) >= (int)len)
+		return -1;
+	return access(out, R_OK);
+}
+
+int cmd_run(int argc, char **argv)
+{
+	const char *pool = NULL, *mount = "/kura";
+	int i = 1;
+	for (; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			i++;
+			break;
+		}
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			fputs(run_help, stdout);
+			return CLI_EXIT_OK;
+		}
+		if (strcmp(argv[i], "--pool") == 0 || strcmp(argv[i], "--mount") == 0) {
+			if (i + 1 >= argc)
+				return cli_usage_error("run", "%s needs an argument", argv[i]);
+			if (argv[i][2] == 'p')
+				pool = argv[++i];
+			else
+				mount = argv[++i];
+			continue;
+		}
+		if (strncmp(argv[i], "--pool=", 7) == 0) {
+			pool = argv[i] + 7;
+			continue;
+		}
+		if (strncmp(argv[i], "--mount=", 8) == 0) {
+			mount = argv[i] + 8;
+			continue;
+		}
+		if (argv[i][0] == '-')
+			return cli_usage_error("run", "unknown option '%s'", argv[i]);
+		break;
+	}
+	if (i >= argc)
+		return cli_usage_error("run", "no command given");
+	if (mount[0] != '/' || strcmp(mount, "/") == 0)
+		return cli_usage_error("run", "the mount prefix must be an absolute path other than /");
+
+	char poolbuf[PATH_MAX], lib[PATH_MAX];
+	if (!pool) {
+		if (kura_default_pool_path(poolbuf, sizeof poolbuf) < 0) {
+			cli_msg("run", "cannot locate the default pool (HOME unset?)");
+			return CLI_EXIT_FAIL;
+		}
+		if (cli_ensure_default_pool("run", poolbuf) < 0)
+			return CLI_EXIT_FAIL;
+		pool = poolbuf;
+	}
+	/* The pool path must survive the program's chdir: make it absolute. */
+	char abspool[PATH_MAX];
+	if (!realpath(pool, abspool)) {
+		cli_err("run", pool, errno);
+		return CLI_EXIT_FAIL;
+	}
+	if (find_lib(lib, sizeof lib) < 0) {
+		cli_msg("run", "cannot find libkura.so next to this binary (expected %s)", lib);
+		return CLI_EXIT_FAIL;
+	}
+	const char *old = getenv("LD_PRELOAD");
+	char *preload = NULL;
+	if (asprintf(&preload, "%s%s%s", lib, old && *old ? " " : "", old ? old : "") < 0)
+		return CLI_EXIT_FAIL;
+	setenv("KURA_POOL", abspool, 1);
+	setenv("KURA_MOUNT", mount, 1);
+	setenv("LD_PRELOAD", preload, 1);
+	execvp(argv[i], argv + i);
+	int e = errno;
+	cli_err("run", argv[i], e);
+	return e == ENOENT ? 127 : 126;
+}
