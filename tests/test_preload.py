@@ -180,3 +180,22 @@ def test_concurrent_processes(env):
     r = subprocess.run(["sh", "-c", f"grep -c -- - {f}; echo after > {PREFIX}/after && cat {PREFIX}/after"],
                        env=e, capture_output=True, text=True, timeout=60)
     assert r.stdout == "800\nafter\n", r.stderr
+
+
+def test_exec_and_dlopen_from_pool(env, tmp_path):
+    """Binaries, scripts and shared libraries stored in the pool run (the
+    layer copies them to a memfd for the kernel and ld.so)."""
+    (tmp_path / "lib.c").write_text("int answer(void) { return 42; }\n")
+    (tmp_path / "main.c").write_text(
+        '#include <dlfcn.h>\n#include <stdio.h>\n'
+        'int main(int c, char **v) { void *h = dlopen(v[1], RTLD_NOW);\n'
+        ' if (!h) { puts("dlopen failed"); return 1; }\n'
+        ' int (*f)(void) = (int (*)(void))dlsym(h, "answer"); printf("%d\\n", f()); return 0; }\n')
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "libx.so"), str(tmp_path / "lib.c")], check=True)
+    subprocess.run(["gcc", "-o", str(tmp_path / "main"), str(tmp_path / "main.c")], check=True)
+    d = f"{PREFIX}/bin"
+    script = (f"mkdir -p {d} && cp {tmp_path}/libx.so {tmp_path}/main {d}/ && "
+              f"{d}/main {d}/libx.so && printf '#!/bin/sh\\necho script $1\\n' > {d}/s && chmod +x {d}/s && "
+              f"{d}/s arg && cd {d} && PATH={d}:$PATH s viapath")
+    r = subprocess.run(["sh", "-c", script], env=env["env"], capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout) == (0, "42\nscript arg\nscript viapath\n"), r.stderr

@@ -778,3 +778,48 @@ void kp_inherit(void)
 	}
 	free(copy);
 }
+
+/* ---- dlopen of a library stored in the pool ----
+ * ld.so reads libraries with its own system calls, so a library under the
+ * prefix is copied to a memfd and loaded through /proc/self/fd.  Libraries
+ * it names in DT_NEEDED are looked up by ld.so itself and must be on the
+ * host. */
+static int copy_to_memfd(const char *path)
+{
+	int in = open(path, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -1;
+	int mfd = memfd_create("kura-dlopen", MFD_CLOEXEC);
+	if (mfd < 0) {
+		close(in);
+		return -1;
+	}
+	char buf[65536];
+	ssize_t r;
+	while ((r = read(in, buf, sizeof buf)) > 0)
+		if (REAL(write)(mfd, buf, (size_t)r) != r) {
+			r = -1;
+			break;
+		}
+	close(in);
+	if (r < 0) {
+		REAL(close)(mfd);
+		return -1;
+	}
+	return mfd;
+}
+
+KP_EXPORT void *dlopen(const char *file, int mode)
+{
+	struct kp_path kp;
+	if (!KP_NN(file) || !strchr(file, '/') || kp_resolve(AT_FDCWD, file, &kp) != 0 || kp.where != KP_KURA)
+		return REAL(dlopen)(file, mode);
+	int mfd = copy_to_memfd(file);
+	if (mfd < 0)
+		return NULL; /* dlerror() stays empty; errno tells why */
+	char proc[64];
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", mfd);
+	void *h = REAL(dlopen)(proc, mode);
+	REAL(close)(mfd); /* the mapping keeps the memfd's pages */
+	return h;
+}
