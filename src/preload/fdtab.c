@@ -80,16 +80,70 @@ int kp_attach(int fd, int mnt, int kfd, const char *path, int isdir)
 	return 0;
 }
 
+/* Creating and sealing a memfd costs about 4 us; duplicating a sealed one
+ * under 1 us.  So every placeholder is a duplicate of one template, kept
+ * close-on-exec at the top of the fd range.  They share one kernel open
+ * file description, which holds no state we use (flags, offsets and locks
+ * are the engine's and lock.c's). */
+static int tmpl = -1;
+static pthread_mutex_t tmpl_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int move_high(int fd);
+
+static int make_template(void)
+{
+	int fd = REAL(memfd_create)("kura", MFD_ALLOW_SEALING | MFD_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	REAL(fcntl)(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+	return move_high(fd);
+}
+
+int kp_template_fd(void)
+{
+	return __atomic_load_n(&tmpl, __ATOMIC_ACQUIRE);
+}
+
+/* The application is about to reuse the template's number (dup2 onto it):
+ * forget it so the next placeholder comes from a fresh template. */
+void kp_template_lost(int fd)
+{
+	if (fd >= 0 && fd == __atomic_load_n(&tmpl, __ATOMIC_ACQUIRE))
+		__atomic_store_n(&tmpl, -1, __ATOMIC_RELEASE);
+}
+
+static int new_placeholder(int cloexec)
+{
+	for (int tries = 0; tries < 2; tries++) {
+		int t = __atomic_load_n(&tmpl, __ATOMIC_ACQUIRE);
+		if (t < 0) {
+			pthread_mutex_lock(&tmpl_lock);
+			t = tmpl;
+			if (t < 0) {
+				t = make_template();
+				__atomic_store_n(&tmpl, t, __ATOMIC_RELEASE);
+			}
+			pthread_mutex_unlock(&tmpl_lock);
+			if (t < 0)
+				return -1;
+		}
+		int fd = REAL(fcntl)(t, cloexec ? F_DUPFD_CLOEXEC : F_DUPFD, 0);
+		if (fd >= 0 || errno != EBADF)
+			return fd;
+		kp_template_lost(t); /* closed behind our back: make another */
+	}
+	return -1;
+}
+
 int kp_install(int mnt, int kfd, int cloexec, const char *path, int isdir)
 {
-	int fd = memfd_create("kura", MFD_ALLOW_SEALING | (cloexec ? MFD_CLOEXEC : 0));
+	int fd = new_placeholder(cloexec);
 	if (fd < 0) {
 		int e = errno;
 		kura_close(kp_fs(mnt), kfd);
 		errno = e;
 		return -1;
 	}
-	fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
 	int r = kp_attach(fd, mnt, kfd, path, isdir);
 	if (r < 0) {
 		REAL(close)(fd);
@@ -181,6 +235,11 @@ int kp_relocate(int fd)
 {
 	if (fd < 0 || kp_inside <= 0)
 		return fd;
+	return move_high(fd);
+}
+
+static int move_high(int fd)
+{
 	struct rlimit rl;
 	long top = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (long)rl.rlim_cur : 1024;
 	if (top > (1 << 20))

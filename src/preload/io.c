@@ -169,7 +169,14 @@ int kp_close(int fd)
 	return r;
 }
 
-KP_EXPORT int close(int fd) { return kp_close(fd); }
+KP_EXPORT int close(int fd)
+{
+	/* Programs closing "every" fd must not take the template with them:
+	 * its number could be reused by a real file we would then duplicate. */
+	if (fd >= 0 && fd == kp_template_fd())
+		return 0;
+	return kp_close(fd);
+}
 
 struct range { unsigned lo, hi; };
 
@@ -192,19 +199,30 @@ KP_EXPORT int close_range(unsigned first, unsigned last, int flags)
 		struct range r = { first, last };
 		kp_foreach(release_in, &r);
 	}
-	/* Split the range around internal descriptors. */
-	unsigned lo = first;
-	for (int i = 0; i < kp_nmounts; i++) {
-		if (!kp_mounts[i].fs)
-			continue;
-		unsigned s = (unsigned)kura_state_fd(kp_mounts[i].fs);
+	/* Split the range around internal descriptors (ascending order). */
+	unsigned keep[KP_MAX_MOUNTS + 1];
+	int nk = 0;
+	for (int i = 0; i < kp_nmounts; i++)
+		if (kp_mounts[i].fs && kura_state_fd(kp_mounts[i].fs) >= 0)
+			keep[nk++] = (unsigned)kura_state_fd(kp_mounts[i].fs);
+	if (kp_template_fd() >= 0)
+		keep[nk++] = (unsigned)kp_template_fd();
+	for (int i = 1; i < nk; i++)
+		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			unsigned t = keep[j];
+			keep[j] = keep[j - 1];
+			keep[j - 1] = t;
+		}
+	unsigned long long lo = first;
+	for (int i = 0; i < nk; i++) {
+		unsigned s = keep[i];
 		if (s >= lo && s <= last) {
-			if (s > lo && REAL(close_range)(lo, s - 1, flags) < 0)
+			if (s > lo && REAL(close_range)((unsigned)lo, s - 1, flags) < 0)
 				return -1;
-			lo = s + 1;
+			lo = (unsigned long long)s + 1;
 		}
 	}
-	int r = lo <= last && lo != 0 ? REAL(close_range)(lo, last, flags) : 0;
+	int r = lo <= last ? REAL(close_range)((unsigned)lo, last, flags) : 0;
 	for (unsigned fd = first; fd <= 2 && fd <= last; fd++)
 		kp_std_fixup((int)fd);
 	return r;
@@ -450,6 +468,7 @@ static int do_dup3(int old, int new, int flags, int is2)
 		return e ? new : REAL(dup2)(old, new);
 	}
 	kp_std_preflush(new);
+	kp_template_lost(new);
 	int kfd = -1;
 	if (e) {
 		kfd = kura_dup(FS(e), e->kfd);

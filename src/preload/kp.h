@@ -119,6 +119,9 @@ void kp_std_fixup(int fd);
 pthread_mutex_t *kp_tab_lock(void);
 /* While mounting, moves a descriptor the engine opened to the top range. */
 int kp_relocate(int fd);
+/* The template every placeholder duplicates (-1 before the first). */
+int kp_template_fd(void);
+void kp_template_lost(int fd);
 /* Flushes the std stream of fd 0/1/2 before the kernel fd changes under it. */
 void kp_std_preflush(int fd);
 
