@@ -199,3 +199,12 @@ def test_exec_and_dlopen_from_pool(env, tmp_path):
               f"{d}/s arg && cd {d} && PATH={d}:$PATH s viapath")
     r = subprocess.run(["sh", "-c", script], env=env["env"], capture_output=True, text=True, timeout=60)
     assert (r.returncode, r.stdout) == (0, "42\nscript arg\nscript viapath\n"), r.stderr
+
+
+@pytest.mark.parametrize("prog", ["threads", "aio"])
+def test_small_programs(env, tmp_path, prog):
+    exe = tmp_path / prog
+    subprocess.run(["gcc", "-O2", "-pthread", "-o", str(exe), str(HERE / "preload" / f"{prog}.c")], check=True)
+    (rc0, out0), (rc1, out1) = run_both(env, prog, lambda b: [str(exe), b])
+    assert rc0 == 0, out0
+    assert (rc1, out1) == (rc0, out0)

@@ -180,7 +180,7 @@ static int exec_kura_file(const char *path, char *const argv[], char **env)
 		close(in);
 		return -1;
 	}
-	int mfd = memfd_create("kura-exec", 0);
+	int mfd = memfd_create("exec-from-pool", 0);
 	if (mfd < 0) {
 		close(in);
 		return -1;
@@ -789,7 +789,7 @@ static int copy_to_memfd(const char *path)
 	int in = open(path, O_RDONLY | O_CLOEXEC);
 	if (in < 0)
 		return -1;
-	int mfd = memfd_create("kura-dlopen", MFD_CLOEXEC);
+	int mfd = memfd_create("dlopen-from-pool", MFD_CLOEXEC);
 	if (mfd < 0) {
 		close(in);
 		return -1;
