@@ -43,6 +43,11 @@ def env(tmp_path_factory):
     yield {"pool": pool, "tmpfs": tmpfs, "calls": str(calls), "env": e}
     shutil.rmtree(tmpfs, ignore_errors=True)
     r = subprocess.run([KURA_BIN, "fsck", pool], capture_output=True, text=True)
+    st = os.stat(pool)
+    # The layer's lock table for this pool (lock.c names it after the pool file).
+    locks = Path(f"/dev/shm/kura-locks-{st.st_dev:x}-{st.st_ino:x}")
+    if locks.exists():
+        locks.unlink()
     os.unlink(pool)
     assert r.returncode == 0, r.stdout + r.stderr
 
