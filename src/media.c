@@ -39,16 +39,23 @@ static void flush_clwb(const void *p) { asm volatile("clwb %0" : "+m"(*(volatile
 static void flush_clflushopt(const void *p) { asm volatile("clflushopt %0" : "+m"(*(volatile char *)p)); }
 static void flush_clflush(const void *p) { asm volatile("clflush %0" : "+m"(*(volatile char *)p)); }
 
+/* cpuid is slow under a hypervisor and the answer never changes: ask once. */
 static void (*best_flush(void))(const void *)
 {
+	static void (*cached)(const void *);
+	void (*f)(const void *) = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+	if (f)
+		return f;
 	unsigned a, b, c, d;
+	f = flush_clflush;
 	if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
 		if (b & (1u << 24))
-			return flush_clwb;
-		if (b & (1u << 23))
-			return flush_clflushopt;
+			f = flush_clwb;
+		else if (b & (1u << 23))
+			f = flush_clflushopt;
 	}
-	return flush_clflush;
+	__atomic_store_n(&cached, f, __ATOMIC_RELAXED);
+	return f;
 }
 
 static enum kura_persist env_override(enum kura_persist want)

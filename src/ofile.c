@@ -73,7 +73,7 @@ struct ofile *ofile_new(struct kura_fs *fs, uint64_t ino, int flags)
 	/* Slots are claimed by a 0 -> 1 swap of refs, so processes sharing the
 	 * table never take the same one. */
 	for (uint32_t n = 0; n < OFILE_SLOTS; n++) {
-		uint32_t i = (fs->ofile_hint + n) % OFILE_SLOTS;
+		uint32_t i = (__atomic_load_n(&fs->ofile_hint, __ATOMIC_RELAXED) + n) % OFILE_SLOTS;
 		struct ofile *of = &fs->ofiles[i];
 		int32_t zero = 0;
 		if (__atomic_load_n(&of->refs, __ATOMIC_RELAXED) != 0 ||
@@ -83,7 +83,7 @@ struct ofile *ofile_new(struct kura_fs *fs, uint64_t ino, int flags)
 		of->pos = 0;
 		of->flags = flags;
 		init_pos_lock(of);
-		fs->ofile_hint = i + 1;
+		__atomic_store_n(&fs->ofile_hint, i + 1, __ATOMIC_RELAXED); /* a hint: any value is safe */
 		return of;
 	}
 	return NULL;
