@@ -289,8 +289,11 @@ static void locks(void)
 	SHOW("setlk", fcntl(fd, F_SETLK, &fl));
 	int fd2 = open(P("lk"), O_RDWR);
 	SHOW("same process relock", fcntl(fd2, F_SETLK, &fl));
-	int p[2];
-	pipe(p);
+	/* One pipe each way: with a single pipe the parent could read back its
+	 * own wake-up byte before the child took it. */
+	int up[2], down[2];
+	if (pipe(up) || pipe(down))
+		return;
 	pid_t c = fork();
 	if (c == 0) {
 		int cf = open(P("lk"), O_RDWR);
@@ -305,21 +308,20 @@ static void locks(void)
 				 q.l_pid == getppid());
 		struct flock t2 = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 10, .l_len = 5 };
 		n += snprintf(msg + n, sizeof msg - (size_t)n, "child beyond %d\n", fcntl(cf, F_SETLK, &t2));
-		write(p[1], msg, (size_t)n);
+		write(up[1], msg, (size_t)n);
 		/* wait for the parent to close fd2, which drops all its locks */
 		char z;
-		read(p[0], &z, 1);
+		read(down[0], &z, 1);
 		n = snprintf(msg, sizeof msg, "child after close %d\n", fcntl(cf, F_SETLK, &t));
-		write(p[1], msg, (size_t)n);
+		write(up[1], msg, (size_t)n);
 		_exit(0);
 	}
 	char buf[256];
-	ssize_t n = read(p[0], buf, sizeof buf);
+	ssize_t n = read(up[0], buf, sizeof buf);
 	fwrite(buf, 1, (size_t)n, stdout);
 	close(fd2); /* POSIX: drops the process's locks on the file */
-	write(p[1], "x", 1);
-	usleep(200000);
-	n = read(p[0], buf, sizeof buf);
+	write(down[1], "x", 1);
+	n = read(up[0], buf, sizeof buf);
 	fwrite(buf, 1, (size_t)n, stdout);
 	waitpid(c, NULL, 0);
 	/* flock: two opens conflict even in one process */

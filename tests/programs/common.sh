@@ -9,7 +9,8 @@
 #    prints fixed fields, times set with touch -d are printed verbatim;
 #  - directory sizes, st_blocks (du without --apparent-size, ls "total"),
 #    inode and device numbers are file-system specific and are not printed
-#    (ls_tree masks the size column of directories);
+#    (ls_tree masks the size column of directories and collapses ls's
+#    column padding, which the largest masked size would otherwise set);
 #  - readdir order is file-system specific: listings are sorted.
 set -u
 set -o pipefail
@@ -24,7 +25,7 @@ ls_tree() {
 	ls -laR --time-style=+ "$@" | awk '
 		/^total [0-9]+$/ { print "total -"; next }
 		/^d.* \.\.$/ { next }
-		/^d/ { $5 = "-" } { print }'
+		/^d/ { $5 = "-" } { $1 = $1; print }'
 }
 
 # Every object below DIR (default .): type, mode, link count (not for
