@@ -94,6 +94,8 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 		} else if (dot) {
 			child = dip->parent;
 			type = DT_DIR;
+			if (!child)
+				return -EUCLEAN; /* a directory without a parent link is damage */
 		} else {
 			err = dir_lookup(fs, dip, name, len, &child, &type);
 			if (err == -ENOENT && last && (flags & WALK_PARENT)) {
