@@ -17,18 +17,7 @@
 #include "layout.h"
 #include "tx.h"
 
-static int passed, failed;
-#define CHECK(cond, ...)                                            \
-	do {                                                        \
-		if (cond) {                                         \
-			passed++;                                   \
-		} else {                                            \
-			failed++;                                   \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-			printf(__VA_ARGS__);                        \
-			printf("\n");                               \
-		}                                                   \
-	} while (0)
+#include "check.h"
 
 static char pool[128];
 

@@ -13,18 +13,7 @@
 #include <unistd.h>
 #include "kura.h"
 
-static int passed, failed;
-#define CHECK(cond, ...)                                            \
-	do {                                                        \
-		if (cond) {                                         \
-			passed++;                                   \
-		} else {                                            \
-			failed++;                                   \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-			printf(__VA_ARGS__);                        \
-			printf("\n");                               \
-		}                                                   \
-	} while (0)
+#include "check.h"
 
 static char pool[128];
 
