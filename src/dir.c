@@ -84,13 +84,14 @@ static const struct kura_dirent_disk *entry_at(const struct kura_bucket *bk, uin
 								 ((bad) = 1, 0));                     \
 	     pos += dirent_reclen((e)->name_len))
 
-int dir_lookup(const struct kura_fs *fs, const struct kura_inode *dip, const char *name, size_t len, uint64_t *ino,
-	       unsigned *type)
+/* Finds name; returns its bucket's block and the entry's position. */
+static int find(const struct kura_fs *fs, const struct kura_inode *dip, const char *name, size_t len,
+		uint64_t *block, uint32_t *at)
 {
 	if (!dip->root)
 		return -ENOENT;
 	uint64_t h = dir_hash(fs, name, len);
-	const struct kura_bucket *bk = bucket_at(fs, dip, h & mask_of(dip), NULL);
+	const struct kura_bucket *bk = bucket_at(fs, dip, h & mask_of(dip), block);
 	if (!bk)
 		return -EUCLEAN;
 	const struct kura_dirent_disk *e;
@@ -98,16 +99,29 @@ int dir_lookup(const struct kura_fs *fs, const struct kura_inode *dip, const cha
 	FOR_EACH_ENTRY(bk, pos, e, bad)
 	{
 		if (e->hash == h && e->name_len == len && !memcmp(e->name, name, len)) {
-			/* Inode 0 means "none": an entry naming it is damage, and
-			 * callers take a found name's inode to exist. */
-			if (!e->ino)
-				return -EUCLEAN;
-			*ino = e->ino;
-			*type = e->type;
+			*at = pos;
 			return 0;
 		}
 	}
 	return bad ? -EUCLEAN : -ENOENT;
+}
+
+int dir_lookup(const struct kura_fs *fs, const struct kura_inode *dip, const char *name, size_t len, uint64_t *ino,
+	       unsigned *type)
+{
+	uint64_t b;
+	uint32_t at;
+	int err = find(fs, dip, name, len, &b, &at);
+	if (err)
+		return err;
+	const struct kura_dirent_disk *e = entry_at(block_ptr(fs, b), at);
+	/* Inode 0 means "none": an entry naming it is damage, and callers
+	 * take a found name's inode to exist. */
+	if (!e->ino)
+		return -EUCLEAN;
+	*ino = e->ino;
+	*type = e->type;
+	return 0;
 }
 
 static void set_slot(struct kura_fs *fs, uint64_t dino, uint64_t i, uint64_t bucket)
@@ -262,28 +276,6 @@ int dir_add(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uin
 			return err;
 	}
 	return -ENOSPC;
-}
-
-/* Finds name; returns its bucket's block and the entry's position. */
-static int find(const struct kura_fs *fs, const struct kura_inode *dip, const char *name, size_t len,
-		uint64_t *block, uint32_t *at)
-{
-	if (!dip->root)
-		return -ENOENT;
-	uint64_t h = dir_hash(fs, name, len);
-	const struct kura_bucket *bk = bucket_at(fs, dip, h & mask_of(dip), block);
-	if (!bk)
-		return -EUCLEAN;
-	const struct kura_dirent_disk *e;
-	int bad = 0;
-	FOR_EACH_ENTRY(bk, pos, e, bad)
-	{
-		if (e->hash == h && e->name_len == len && !memcmp(e->name, name, len)) {
-			*at = pos;
-			return 0;
-		}
-	}
-	return bad ? -EUCLEAN : -ENOENT;
 }
 
 int dir_remove(struct kura_fs *fs, uint64_t dino, const char *name, size_t len)
