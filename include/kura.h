@@ -12,7 +12,8 @@
  *  - Paths are interpreted inside the pool: "/" is the pool's root.  A path
  *    without a leading '/' is resolved from the root as well (the engine has no
  *    working directory; the interposition layer keeps one).  ".." at the root
- *    stays at the root.  Absolute symlink targets are resolved from the root.
+ *    stays at the root.  Absolute symlink targets are resolved from the root,
+ *    unless the mount names a host_prefix (then see KURA_ESCAPED).
  *  - Descriptors returned by kura_open() are small integers private to this
  *    mount; they are not kernel descriptors.
  *  - The caller applies its umask: modes are stored as given (& 07777).
@@ -56,7 +57,28 @@ struct kura_mount_opts {
 	enum kura_persist persist;
 	int read_only;  /* map PROT_READ; every modifying call fails with -EROFS */
 	int no_recover; /* fsck: do not roll back an interrupted transaction */
+	/* NULL (the default): absolute symlink targets resolve from the pool's
+	 * root.  Else the absolute host path the pool is seen at (an
+	 * LD_PRELOAD layer's prefix, "/kura"), and symlinks mean what they
+	 * would mean there: a target equal to it or below it continues at the
+	 * pool's root without it; any other absolute target, and a ".." above
+	 * the root that came from a symlink's target, leave the pool: the call
+	 * fails with KURA_ESCAPED.  Copied at mount; see kura_set_host_prefix. */
+	const char *host_prefix;
 };
+
+/* Returned (as a negative errno would be) by a path call of a mount with a
+ * host_prefix whose path left the pool through a symlink.  The call did
+ * nothing; kura_escaped_path() is the host path that remains to resolve
+ * (the target, or the prefix's parent, joined with the rest of the path),
+ * for the caller to hand to the kernel.  Below every -errno (> -4096). */
+#define KURA_ESCAPED (-4096)
+/* The host path of this thread's last KURA_ESCAPED (until its next one). */
+const char *kura_escaped_path(void);
+/* The host_prefix option for a mount made without it (kura_mount_inherit
+ * callers), NULL to turn it off.  Not while other threads use fs.
+ * -EINVAL for a relative or over-long prefix, -ENOMEM. */
+int kura_set_host_prefix(kura_fs *fs, const char *prefix);
 
 /* Map a pool.  On failure returns NULL and stores a negative errno in *err
  * (if err is non-NULL) and a one-line human-readable reason, naming the pool
@@ -81,7 +103,11 @@ int kura_set_creds(kura_fs *fs, uid_t uid, gid_t gid);
 /* flags: O_RDONLY/O_WRONLY/O_RDWR, O_CREAT, O_EXCL, O_TRUNC, O_APPEND,
  * O_DIRECTORY, O_NOFOLLOW, O_CLOEXEC (ignored here), O_NOATIME, O_SYNC,
  * O_DSYNC and O_DIRECT (accepted: every write is synchronous already).
- * Opening a directory is allowed with O_RDONLY only (-EISDIR otherwise). */
+ * Opening a directory is allowed with O_RDONLY only (-EISDIR otherwise).
+ * O_TMPFILE (with O_WRONLY or O_RDWR, else -EINVAL) on a directory: an
+ * unnamed regular file there, freed at its last close (or, after a crash,
+ * at the next mount) unless kura_linkat(fd, "", dir, name, AT_EMPTY_PATH)
+ * names it first, which O_TMPFILE|O_EXCL forbids (-ENOENT). */
 int kura_open(kura_fs *fs, const char *path, int flags, mode_t mode);
 int kura_close(kura_fs *fs, int fd);
 ssize_t kura_read(kura_fs *fs, int fd, void *buf, size_t count);
@@ -100,6 +126,12 @@ int kura_fstat(kura_fs *fs, int fd, struct stat *st);
 int kura_dup(kura_fs *fs, int fd);
 /* The O_ flags a descriptor was opened with (access mode and O_APPEND...). */
 int kura_fd_flags(kura_fs *fs, int fd);
+/* A new open file description (own offset and status flags) for the file
+ * an open descriptor names, as Linux's open of /proc/self/fd/N: flags as
+ * kura_open (access mode, O_TRUNC, O_APPEND, O_DIRECTORY -ENOTDIR,
+ * O_CREAT|O_EXCL -EEXIST), permissions checked against the inode's mode.
+ * Works on a file unlinked meanwhile. */
+int kura_reopen(kura_fs *fs, int fd, int flags);
 
 /* ---- names ------------------------------------------------------------ */
 

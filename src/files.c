@@ -90,9 +90,10 @@ int fd_dir_ino(struct kura_fs *fs, int dirfd, const char *path, uint64_t *start)
 	(O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME | \
 	 O_SYNC | O_DSYNC | O_DIRECT | O_NOCTTY | O_NONBLOCK | O_LARGEFILE)
 
+static int open_existing(struct kura_fs *fs, uint64_t ino, int flags, int creat_dir_ok);
+
 static int do_open(struct kura_fs *fs, uint64_t start, const char *path, int flags, mode_t mode, uint64_t *out)
 {
-	int acc = flags & O_ACCMODE;
 	struct walk w;
 	int follow = (flags & O_NOFOLLOW) || ((flags & O_CREAT) && (flags & O_EXCL)) ? 0 : WALK_FOLLOW;
 	int err = path_walk(fs, start, path, (flags & O_CREAT ? WALK_PARENT : 0) | follow, &w);
@@ -110,13 +111,26 @@ static int do_open(struct kura_fs *fs, uint64_t start, const char *path, int fla
 		*out = ino;
 		return 0;
 	}
+	if ((err = open_existing(fs, ino, flags, w.dot)))
+		return err;
+	*out = ino;
+	return 0;
+}
+
+/* The checks and the truncation an open of an existing object makes; shared
+ * with kura_reopen.  creat_dir_ok: O_CREAT of "." names a directory. */
+static int open_existing(struct kura_fs *fs, uint64_t ino, int flags, int creat_dir_ok)
+{
+	int acc = flags & O_ACCMODE, err;
 	if ((flags & O_CREAT) && (flags & O_EXCL))
 		return -EEXIST;
 	const struct kura_inode *ip = ino_get(fs, ino);
+	if (!ip)
+		return -ENOENT;
 	if (S_ISLNK(ip->mode)) /* O_NOFOLLOW on a symlink */
 		return flags & O_DIRECTORY ? -ENOTDIR : -ELOOP;
 	if (S_ISDIR(ip->mode)) {
-		if (acc != O_RDONLY || (flags & O_TRUNC) || ((flags & O_CREAT) && !w.dot && !(flags & O_DIRECTORY)))
+		if (acc != O_RDONLY || (flags & O_TRUNC) || ((flags & O_CREAT) && !creat_dir_ok && !(flags & O_DIRECTORY)))
 			return -EISDIR;
 	} else if (flags & O_DIRECTORY) {
 		return -ENOTDIR;
@@ -133,34 +147,92 @@ static int do_open(struct kura_fs *fs, uint64_t start, const char *path, int fla
 		if (ip->size && (err = inode_truncate(fs, ino, 0)))
 			return err;
 	}
-	*out = ino;
 	return 0;
 }
 
-int kura_openat(kura_fs *fs, int dirfd, const char *path, int flags, mode_t mode)
+/* glibc's O_TMPFILE includes O_DIRECTORY; the kernel's own bit is this. */
+#define TMPFILE_BIT (O_TMPFILE & ~O_DIRECTORY)
+
+/* What an open looks up or creates: a path from start, or (reopen) the
+ * inode ino of an open descriptor, or (O_TMPFILE) a new unnamed file. */
+struct open_req {
+	uint64_t start, ino;
+	const char *path;
+	int flags;
+	mode_t mode;
+};
+
+static int do_tmpfile(struct kura_fs *fs, const struct open_req *rq, uint64_t *out)
 {
-	if (flags & ~SUPPORTED_OPEN_FLAGS)
-		return (flags & __O_TMPFILE) == __O_TMPFILE ? -EOPNOTSUPP : -EINVAL;
-	if ((flags & O_ACCMODE) == O_ACCMODE)
-		return -EINVAL;
-	if ((flags & O_CREAT) && (flags & O_DIRECTORY))
-		return -EINVAL; /* as Linux since 6.4 */
-	if (fs->read_only && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)))
-		return -EROFS;
-	uint64_t start;
-	int err = fd_dir_ino(fs, dirfd, path, &start);
+	struct walk w;
+	int err = path_walk(fs, rq->start, rq->path, WALK_FOLLOW, &w);
 	if (err)
 		return err;
+	const struct kura_inode *dip = ino_get(fs, w.ino);
+	if (!S_ISDIR(dip->mode))
+		return -ENOTDIR;
+	if (dip->nlink == 0)
+		return -ENOENT; /* a removed directory, reached through a descriptor */
+	if ((err = perm_check(fs, dip, W_OK | X_OK)))
+		return err;
+	uint64_t ino;
+	if ((err = inode_alloc(fs, S_IFREG | (rq->mode & 07777), &ino)))
+		return err;
+	if (dip->mode & S_ISGID)
+		INO_SET(fs, ino, gid, dip->gid); /* as create_at */
+	/* Born an orphan: a crash before linkat or the last close frees it at
+	 * the next lone mount, like any unlinked-but-open file. */
+	INO_SET(fs, ino, nlink, 0);
+	if (!(rq->flags & O_EXCL))
+		INO_SET(fs, ino, iflags, INODE_LINKABLE);
+	orphan_add(fs, ino);
+	*out = ino;
+	return fs->tx.err;
+}
+
+static int open_lookup(struct kura_fs *fs, const struct open_req *rq, uint64_t *ino)
+{
+	if (rq->ino) {
+		*ino = rq->ino;
+		return open_existing(fs, rq->ino, rq->flags, 0);
+	}
+	if (rq->flags & TMPFILE_BIT)
+		return do_tmpfile(fs, rq, ino);
+	return do_open(fs, rq->start, rq->path, rq->flags, rq->mode, ino);
+}
+
+/* Drops an open count taken by open_counted when no description came of
+ * it; frees the inode if that was the last count of an orphan. */
+static void uncount(struct kura_fs *fs, uint64_t ino)
+{
+	if (fs->read_only || fs_begin(fs)) {
+		fs_lock_for_read(fs);
+		lock_open_dec(&fs->lk, ino);
+		fs_unlock_for_read(fs);
+		return;
+	}
+	const struct kura_inode *ip = ino_get(fs, ino);
+	if (!lock_open_dec(&fs->lk, ino) && ip && ip->nlink == 0) {
+		orphan_remove(fs, ino);
+		inode_free(fs, ino);
+	}
+	fs_end(fs, 0);
+}
+
+/* Looks up (or creates) and counts the inode open in one critical section,
+ * then makes a description with status flags dflags and a descriptor. */
+static int open_counted(struct kura_fs *fs, const struct open_req *rq, int dflags)
+{
 	uint64_t ino = 0;
-	int counted = 0;
+	int counted = 0, err;
 	if (fs->read_only) {
 		fs_lock_for_read(fs);
-		err = do_open(fs, start, path, flags, mode, &ino);
+		err = open_lookup(fs, rq, &ino);
 		if (!err)
 			err = lock_open_inc(&fs->lk, ino);
 		fs_unlock_for_read(fs);
 	} else if (!(err = fs_begin(fs))) {
-		err = do_open(fs, start, path, flags, mode, &ino);
+		err = open_lookup(fs, rq, &ino);
 		/* Counted under the mutex, before commit, so no unlink can slip
 		 * between the lookup and the count. */
 		if (!err)
@@ -176,17 +248,74 @@ int kura_openat(kura_fs *fs, int dirfd, const char *path, int flags, mode_t mode
 		}
 		return err;
 	}
-	struct ofile *of = ofile_new(fs, ino, flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY | O_CLOEXEC));
+	struct ofile *of = ofile_new(fs, ino, dflags);
 	if (!of) {
-		fs_lock_for_read(fs);
-		lock_open_dec(&fs->lk, ino);
-		fs_unlock_for_read(fs);
+		uncount(fs, ino);
 		return -ENFILE;
 	}
 	int fd = fd_install(fs, of);
 	if (fd < 0)
 		ofile_put(fs, of);
 	return fd;
+}
+
+/* O_TMPFILE: Linux's argument checks, then an unnamed file in the directory. */
+static int open_tmpfile(kura_fs *fs, int dirfd, const char *path, int flags, mode_t mode)
+{
+	int acc = flags & O_ACCMODE;
+	if ((flags & (O_TMPFILE | O_CREAT)) != O_TMPFILE || acc == O_RDONLY || acc == O_ACCMODE ||
+	    (flags & ~(SUPPORTED_OPEN_FLAGS | O_TMPFILE)))
+		return -EINVAL;
+	if (fs->read_only)
+		return -EROFS;
+	uint64_t start;
+	int err = fd_dir_ino(fs, dirfd, path, &start);
+	if (err)
+		return err;
+	struct open_req rq = { .start = start, .path = path, .flags = flags, .mode = mode };
+	return open_counted(fs, &rq, flags & ~(O_TMPFILE | O_EXCL | O_TRUNC | O_NOCTTY | O_CLOEXEC));
+}
+
+int kura_reopen(kura_fs *fs, int fd, int flags)
+{
+	if ((flags & ~SUPPORTED_OPEN_FLAGS) || (flags & O_ACCMODE) == O_ACCMODE)
+		return -EINVAL;
+	if ((flags & O_CREAT) && (flags & O_DIRECTORY))
+		return -EINVAL;
+	/* The reference held until the new description is counted keeps an
+	 * unlinked file from being freed by a concurrent close of fd. */
+	struct ofile *of = ofile_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	int ret;
+	if (fs->read_only && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))) {
+		ret = -EROFS;
+	} else {
+		struct open_req rq = { .ino = of->ino, .flags = flags };
+		ret = open_counted(fs, &rq, flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY | O_CLOEXEC));
+	}
+	ofile_put(fs, of);
+	return ret;
+}
+
+int kura_openat(kura_fs *fs, int dirfd, const char *path, int flags, mode_t mode)
+{
+	if (flags & TMPFILE_BIT)
+		return open_tmpfile(fs, dirfd, path, flags, mode);
+	if (flags & ~SUPPORTED_OPEN_FLAGS)
+		return -EINVAL;
+	if ((flags & O_ACCMODE) == O_ACCMODE)
+		return -EINVAL;
+	if ((flags & O_CREAT) && (flags & O_DIRECTORY))
+		return -EINVAL; /* as Linux since 6.4 */
+	if (fs->read_only && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)))
+		return -EROFS;
+	uint64_t start;
+	int err = fd_dir_ino(fs, dirfd, path, &start);
+	if (err)
+		return err;
+	struct open_req rq = { .start = start, .path = path, .flags = flags, .mode = mode };
+	return open_counted(fs, &rq, flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY | O_CLOEXEC));
 }
 
 int kura_open(kura_fs *fs, const char *path, int flags, mode_t mode)

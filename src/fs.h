@@ -38,6 +38,10 @@ struct kura_fs {
 	char *pool_path;
 	uid_t uid;
 	gid_t gid;
+	/* kura_mount_opts.host_prefix without trailing slashes ("" for "/"),
+	 * NULL when off; host_parent: the length of its parent's path. */
+	char *host_prefix;
+	size_t host_plen, host_parent;
 	/* One clock reading per operation: every time it sets is the same, as
 	 * with a kernel's per-syscall current_time(). */
 	struct kura_ts op_time;

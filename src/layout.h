@@ -75,6 +75,11 @@ struct kura_ts {
 #define INODE_SHIFT  7
 #define INODES_PER_BLOCK (KURA_BLOCK / INODE_SIZE)
 
+/* iflags: an O_TMPFILE file opened without O_EXCL, not linked yet, which
+ * linkat(AT_EMPTY_PATH) may still give a name (Linux's I_LINKABLE).  It only
+ * ever sits on an orphan (nlink 0), so a crash loses nothing by it. */
+#define INODE_LINKABLE 1u
+
 /* mode == 0 marks a free slot. */
 struct kura_inode {
 	uint32_t mode;
@@ -86,7 +91,7 @@ struct kura_inode {
 	uint64_t root;            /* block-map root (block number), 0 = empty */
 	uint8_t height;           /* block-map height: 0 = root is the only data block */
 	uint8_t dir_depth;        /* dirs: global depth of the extendible hash */
-	uint16_t pad16;
+	uint16_t iflags;          /* INODE_LINKABLE; 0 in pools older than the flag, which is its meaning */
 	uint32_t generation;
 	uint64_t parent;          /* dirs: parent directory's inode number */
 	uint64_t entries;         /* dirs: number of entries */

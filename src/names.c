@@ -13,6 +13,7 @@
 #include "api.h"
 #include "dir.h"
 #include "inode.h"
+#include "ofile.h"
 #include "path.h"
 #include "super.h"
 
@@ -261,6 +262,8 @@ static int do_link(struct kura_fs *fs, uint64_t ostart, const char *oldpath, uin
 		return err;
 	}
 	const struct kura_inode *ip = ino_get(fs, o.ino);
+	if (!ip)
+		return -ENOENT;
 	/* Linux resolves the new name before refusing a directory. */
 	if ((err = walk_new(fs, nstart, newpath, &n)))
 		return err;
@@ -272,10 +275,17 @@ static int do_link(struct kura_fs *fs, uint64_t ostart, const char *oldpath, uin
 		return -EMLINK;
 	if ((err = perm_check(fs, ino_get(fs, n.dir), W_OK | X_OK)))
 		return err;
-	if (ip->nlink == 0)
-		return -ENOENT; /* an orphan cannot be linked back by path */
+	/* An orphan cannot be linked back, except an O_TMPFILE file by its
+	 * descriptor (Linux's I_LINKABLE), once. */
+	int adopt = ip->nlink == 0 && by_ino && (ip->iflags & INODE_LINKABLE);
+	if (ip->nlink == 0 && !adopt)
+		return -ENOENT;
 	if ((err = dir_add(fs, n.dir, n.name, n.len, o.ino, dtype_of(ip->mode))))
 		return err;
+	if (adopt) {
+		orphan_remove(fs, o.ino);
+		INO_SET(fs, o.ino, iflags, 0);
+	}
 	INO_SET(fs, o.ino, nlink, ip->nlink + 1);
 	inode_touch(fs, o.ino, TOUCH_C);
 	inode_touch(fs, n.dir, TOUCH_M | TOUCH_C);
@@ -288,18 +298,22 @@ int kura_linkat(kura_fs *fs, int olddirfd, const char *oldpath, int newdirfd, co
 		return -EINVAL;
 	uint64_t ostart = 0, nstart, by_ino = 0;
 	int err;
+	struct ofile *hold = NULL;
 	if ((flags & AT_EMPTY_PATH) && oldpath && !*oldpath) {
-		int64_t ino = kura_fd_ino(fs, olddirfd);
-		if (ino < 0)
-			return (int)ino;
-		by_ino = (uint64_t)ino;
+		/* Held across the call: a concurrent close must not free an
+		 * unlinked file (and reuse its slot) under the link. */
+		if (!(hold = ofile_get(fs, olddirfd)))
+			return -EBADF;
+		by_ino = hold->ino;
 	} else if ((err = fd_dir_ino(fs, olddirfd, oldpath, &ostart))) {
 		return err;
 	}
-	if ((err = fd_dir_ino(fs, newdirfd, newpath, &nstart)) || (err = fs_begin(fs)))
-		return err;
-	return fs_end(fs, do_link(fs, ostart, oldpath, nstart, newpath, flags & AT_SYMLINK_FOLLOW ? WALK_FOLLOW : 0,
-				  by_ino));
+	if (!(err = fd_dir_ino(fs, newdirfd, newpath, &nstart)) && !(err = fs_begin(fs)))
+		err = fs_end(fs, do_link(fs, ostart, oldpath, nstart, newpath,
+					 flags & AT_SYMLINK_FOLLOW ? WALK_FOLLOW : 0, by_ino));
+	if (hold)
+		ofile_put(fs, hold);
+	return err;
 }
 
 int kura_link(kura_fs *fs, const char *oldpath, const char *newpath)

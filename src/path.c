@@ -2,6 +2,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -32,10 +33,59 @@ static unsigned dtype_of(mode_t mode)
 	return S_ISDIR(mode) ? DT_DIR : S_ISLNK(mode) ? DT_LNK : DT_REG;
 }
 
+/* ---- host prefix (kura_mount_opts.host_prefix) ----
+ * Written only when a walk escapes, so walks that stay in the pool (every
+ * walk of a mount without the option) never touch it. */
+static __thread char escaped[PATH_MAX];
+
+const char *kura_escaped_path(void)
+{
+	return escaped;
+}
+
+/* The host path head[0..hl) + (slash ? "/" : "") + tail becomes this
+ * thread's escaped path. */
+static int escape(const char *head, size_t hl, int slash, const char *tail)
+{
+	size_t tl = strlen(tail), sl = slash ? 1 : 0;
+	if (hl + sl + tl >= sizeof escaped)
+		return -ENAMETOOLONG;
+	memcpy(escaped, head, hl);
+	escaped[hl] = '/';
+	memcpy(escaped + hl + sl, tail, tl + 1);
+	return KURA_ESCAPED;
+}
+
+int kura_set_host_prefix(kura_fs *fs, const char *prefix)
+{
+	char *copy = NULL;
+	size_t len = 0;
+	if (prefix) {
+		len = strnlen(prefix, PATH_MAX);
+		if (prefix[0] != '/' || len >= PATH_MAX)
+			return -EINVAL;
+		while (len && prefix[len - 1] == '/')
+			len--; /* "/kura/" is "/kura", and "/" is "": every target starts with it + '/' */
+		if (!(copy = strndup(prefix, len)))
+			return -ENOMEM;
+	}
+	free(fs->host_prefix);
+	fs->host_prefix = copy;
+	fs->host_plen = len;
+	size_t parent = len;
+	while (parent && prefix[parent - 1] != '/')
+		parent--;
+	fs->host_parent = parent ? parent - 1 : 0; /* "/a/b" -> "/a", "/kura" -> "" (then "/" + rest) */
+	return 0;
+}
+
 int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int flags, struct walk *w)
 {
 	char buf[2][PATH_MAX + KURA_SYMLINK_MAX + 2];
 	int which = 0, links = 0;
+	/* With a host prefix: the text before tgt_end came from symlink
+	 * targets, where a ".." above the root leaves the pool. */
+	const char *tgt_end = NULL;
 	size_t plen = strnlen(path, PATH_MAX);
 	if (plen >= PATH_MAX)
 		return -ENAMETOOLONG;
@@ -92,6 +142,8 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 			child = cur;
 			type = DT_DIR;
 		} else if (dot) {
+			if (cur == root && tgt_end && name < tgt_end)
+				return escape(fs->host_prefix, fs->host_parent, 1, p);
 			child = dip->parent;
 			type = DT_DIR;
 			if (!child)
@@ -126,6 +178,18 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 			memmove(nb + tl + 1, p, rest + 1);
 			if (last && !slash)
 				nb[tl] = 0;
+			if (fs->host_prefix) {
+				tgt_end = nb + tl + (tgt_end && tgt_end > p ? 1 + (size_t)(tgt_end - p) : 0);
+				if (nb[0] == '/') {
+					size_t pl = fs->host_plen;
+					if (strncmp(nb, fs->host_prefix, pl) || (nb[pl] != '/' && nb[pl]))
+						return escape("", 0, 0, nb);
+					cur = root; /* the prefix itself is the root, even with nothing after it */
+					which ^= 1;
+					p = nb + pl;
+					continue;
+				}
+			}
 			which ^= 1;
 			p = nb;
 			continue;

@@ -364,6 +364,10 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 	}
 	fs->pool_fd = -1;
 	fs->read_only = opts->read_only;
+	if (opts->host_prefix && (err = kura_set_host_prefix(fs, opts->host_prefix))) {
+		set_error("%s: host prefix '%s': %s", path, opts->host_prefix, strerror(-err));
+		goto fail;
+	}
 	fs->pool_fd = open(path, (opts->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
 	if (fs->pool_fd < 0) {
 		err = -errno;
@@ -444,6 +448,8 @@ fail_unmap:
 fail:
 	if (fs && fs->pool_fd >= 0)
 		close(fs->pool_fd);
+	if (fs)
+		free(fs->host_prefix);
 	free(fs);
 	free(sb);
 out:
@@ -461,6 +467,7 @@ void fs_close(struct kura_fs *fs)
 	free(fs->pending_free);
 	free(fs->fds);
 	free(fs->pool_path);
+	free(fs->host_prefix);
 	free((void *)fs->sb);
 	pthread_mutex_destroy(&fs->fd_mutex);
 	free(fs);

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kura.h"
@@ -645,6 +646,160 @@ static void test_unlink_open(void)
 	      i2.blocks_free);
 }
 
+static void fsck_line(void *ctx, const char *line);
+
+/* ---- reopen and O_TMPFILE ---------------------------------------------- */
+
+static void test_reopen_tmpfile(void)
+{
+	section = "reopen/O_TMPFILE";
+	struct stat st;
+	struct kura_info i0, i1;
+	char b[16];
+	EXPECT(kura_mkdir(fs, "/ro", 0755), 0);
+	EXPECT(create_file("/ro/f", "0123456789", 10), 0);
+	EXPECT(kura_info(fs, &i0), 0);
+
+	/* A new description: own offset, own flags, the new open's access mode. */
+	int fd = EXPECT_OK(kura_open(fs, "/ro/f", O_RDONLY, 0));
+	EXPECT(kura_lseek(fs, fd, 4, SEEK_SET), 4);
+	int r1 = EXPECT_OK(kura_reopen(fs, fd, O_RDONLY));
+	EXPECT(kura_lseek(fs, r1, 0, SEEK_CUR), 0);
+	EXPECT(kura_read(fs, r1, b, 2), 2);
+	EXPECT(kura_lseek(fs, fd, 0, SEEK_CUR), 4);
+	int w1 = EXPECT_OK(kura_reopen(fs, fd, O_WRONLY | O_APPEND));
+	CHECK((kura_fd_flags(fs, w1) & (O_ACCMODE | O_APPEND)) == (O_WRONLY | O_APPEND), "reopen flags %#x",
+	      kura_fd_flags(fs, w1));
+	CHECK((kura_fd_flags(fs, fd) & (O_ACCMODE | O_APPEND)) == O_RDONLY, "source flags changed: %#x",
+	      kura_fd_flags(fs, fd));
+	EXPECT(kura_write(fs, w1, "ab", 2), 2);
+	EXPECT(kura_fstat(fs, fd, &st), 0);
+	CHECK(st.st_size == 12, "size after append through the reopened fd: %lld", (long long)st.st_size);
+	EXPECT_ERR(kura_read(fs, w1, b, 1), EBADF);
+	EXPECT_ERR(kura_reopen(fs, fd, O_RDONLY | O_DIRECTORY), ENOTDIR);
+	EXPECT_ERR(kura_reopen(fs, fd, O_CREAT | O_EXCL | O_RDWR), EEXIST);
+	EXPECT_ERR(kura_reopen(fs, fd, O_ACCMODE), EINVAL);
+	EXPECT_ERR(kura_reopen(fs, 999999, O_RDONLY), EBADF);
+	int t1 = EXPECT_OK(kura_reopen(fs, fd, O_RDWR | O_TRUNC | O_CREAT));
+	EXPECT(kura_fstat(fs, fd, &st), 0);
+	CHECK(st.st_size == 0, "O_TRUNC through reopen left %lld bytes", (long long)st.st_size);
+	/* Permissions come from the inode, not from the source descriptor. */
+	EXPECT(kura_chmod(fs, "/ro/f", 0444), 0);
+	kura_set_creds(fs, 1000, 1000);
+	EXPECT_ERR(kura_reopen(fs, fd, O_WRONLY), EACCES);
+	EXPECT_OK(kura_close(fs, EXPECT_OK(kura_reopen(fs, fd, O_RDONLY))));
+	kura_set_creds(fs, 0, 0);
+	EXPECT(kura_chmod(fs, "/ro/f", 0644), 0);
+	/* A directory: read-only only. */
+	int d = EXPECT_OK(kura_open(fs, "/ro", O_RDONLY | O_DIRECTORY, 0));
+	EXPECT_ERR(kura_reopen(fs, d, O_RDWR), EISDIR);
+	EXPECT_ERR(kura_reopen(fs, d, O_RDONLY | O_CREAT), EISDIR);
+	EXPECT_OK(kura_close(fs, EXPECT_OK(kura_reopen(fs, d, O_RDONLY | O_DIRECTORY))));
+
+	/* Unlinked meanwhile: still reopens, and the file lives until the last
+	 * of all the descriptions closes. */
+	EXPECT(kura_pwrite(fs, t1, "xyz", 3, 0), 3);
+	EXPECT(kura_unlink(fs, "/ro/f"), 0);
+	int r2 = EXPECT_OK(kura_reopen(fs, fd, O_RDWR));
+	EXPECT(kura_close(fs, fd), 0);
+	EXPECT(kura_close(fs, r1), 0);
+	EXPECT(kura_close(fs, w1), 0);
+	EXPECT(kura_close(fs, t1), 0);
+	EXPECT(kura_info(fs, &i1), 0);
+	CHECK(i1.orphans == i0.orphans + 1, "orphans %" PRIu64 ", expected %" PRIu64, i1.orphans, i0.orphans + 1);
+	EXPECT(kura_pread(fs, r2, b, 3, 0), 3);
+	CHECK(!memcmp(b, "xyz", 3), "unlinked file through the reopened fd: '%.3s'", b);
+	int r3 = EXPECT_OK(kura_reopen(fs, r2, O_RDONLY));
+	EXPECT(kura_close(fs, r2), 0);
+	EXPECT(kura_close(fs, r3), 0);
+	EXPECT(kura_info(fs, &i1), 0);
+	CHECK(i1.orphans == i0.orphans && i1.files == i0.files - 1, "after the last close: orphans %" PRIu64
+	      " (was %" PRIu64 "), files %" PRIu64 " (was %" PRIu64 ")", i1.orphans, i0.orphans, i1.files, i0.files);
+
+	/* O_TMPFILE: argument checks as Linux. */
+	EXPECT_ERR(kura_open(fs, "/ro", O_TMPFILE | O_RDONLY, 0600), EINVAL);
+	EXPECT_ERR(kura_open(fs, "/ro", O_TMPFILE | O_CREAT | O_RDWR, 0600), EINVAL);
+	EXPECT_ERR(kura_open(fs, "/ro/missing", O_TMPFILE | O_RDWR, 0600), ENOENT);
+	EXPECT(create_file("/ro/plain", "p", 1), 0);
+	EXPECT_ERR(kura_open(fs, "/ro/plain", O_TMPFILE | O_RDWR, 0600), ENOTDIR);
+	kura_set_creds(fs, 1000, 1000);
+	EXPECT_ERR(kura_open(fs, "/ro", O_TMPFILE | O_RDWR, 0600), EACCES);
+	kura_set_creds(fs, 0, 0);
+
+	/* An unnamed file, counted as an orphan, named once by AT_EMPTY_PATH. */
+	EXPECT(kura_info(fs, &i0), 0);
+	int tf = EXPECT_OK(kura_open(fs, "/ro", O_TMPFILE | O_RDWR, 0640));
+	EXPECT(kura_write(fs, tf, "tmp", 3), 3);
+	EXPECT(kura_fstat(fs, tf, &st), 0);
+	CHECK(S_ISREG(st.st_mode) && (st.st_mode & 07777) == 0640 && st.st_nlink == 0 && st.st_size == 3,
+	      "tmpfile: mode %o nlink %lu size %lld", st.st_mode, (unsigned long)st.st_nlink, (long long)st.st_size);
+	CHECK(!(kura_fd_flags(fs, tf) & O_DIRECTORY), "tmpfile description flags %#x", kura_fd_flags(fs, tf));
+	EXPECT(kura_info(fs, &i1), 0);
+	CHECK(i1.orphans == i0.orphans + 1, "tmpfile not an orphan: %" PRIu64, i1.orphans);
+	int dirfd = EXPECT_OK(kura_open(fs, "/ro", O_RDONLY | O_DIRECTORY, 0));
+	EXPECT_ERR(kura_linkat(fs, tf, "", dirfd, "plain", AT_EMPTY_PATH), EEXIST);
+	int tr = EXPECT_OK(kura_reopen(fs, tf, O_RDONLY));
+	EXPECT(kura_linkat(fs, tr, "", dirfd, "named", AT_EMPTY_PATH), 0);
+	EXPECT(kura_close(fs, tr), 0);
+	EXPECT(kura_stat(fs, "/ro/named", &st), 0);
+	CHECK(st.st_nlink == 1 && st.st_size == 3, "linked tmpfile: nlink %lu size %lld", (unsigned long)st.st_nlink,
+	      (long long)st.st_size);
+	EXPECT(kura_info(fs, &i1), 0);
+	CHECK(i1.orphans == i0.orphans, "orphans after linking %" PRIu64 ", before %" PRIu64, i1.orphans, i0.orphans);
+	/* Once named it is an ordinary file: unlinked again, it cannot come back. */
+	EXPECT_ERR(kura_linkat(fs, tf, "", dirfd, "named", AT_EMPTY_PATH), EEXIST);
+	EXPECT(kura_unlink(fs, "/ro/named"), 0);
+	EXPECT_ERR(kura_linkat(fs, tf, "", dirfd, "again", AT_EMPTY_PATH), ENOENT);
+	EXPECT(kura_close(fs, tf), 0);
+	/* O_EXCL: never linkable; closing frees it. */
+	tf = EXPECT_OK(kura_open(fs, "/ro", O_TMPFILE | O_WRONLY | O_EXCL, 0600));
+	EXPECT_ERR(kura_linkat(fs, tf, "", KURA_AT_ROOT, "/ro/excl", AT_EMPTY_PATH), ENOENT);
+	EXPECT(kura_close(fs, tf), 0);
+	/* Relative to a directory descriptor, and closed without a name. */
+	tf = EXPECT_OK(kura_openat(fs, dirfd, ".", O_TMPFILE | O_WRONLY, 0600));
+	EXPECT(kura_write(fs, tf, "gone", 4), 4);
+	EXPECT(kura_close(fs, tf), 0);
+	EXPECT(kura_info(fs, &i1), 0);
+	CHECK(i1.orphans == i0.orphans && i1.files == i0.files && i1.blocks_free == i0.blocks_free,
+	      "after closing unnamed tmpfiles: orphans %" PRIu64 "/%" PRIu64 " files %" PRIu64 "/%" PRIu64
+	      " free %" PRIu64 "/%" PRIu64, i1.orphans, i0.orphans, i1.files, i0.files, i1.blocks_free, i0.blocks_free);
+	/* In a removed directory (reached through its descriptor): ENOENT. */
+	EXPECT(kura_mkdir(fs, "/ro/sub", 0755), 0);
+	int sd = EXPECT_OK(kura_open(fs, "/ro/sub", O_RDONLY | O_DIRECTORY, 0));
+	EXPECT(kura_rmdir(fs, "/ro/sub"), 0);
+	EXPECT_ERR(kura_openat(fs, sd, ".", O_TMPFILE | O_RDWR, 0600), ENOENT);
+	EXPECT(kura_close(fs, sd), 0);
+	EXPECT(kura_close(fs, dirfd), 0);
+	EXPECT(kura_unlink(fs, "/ro/plain"), 0);
+
+	/* A crash with a tmpfile and an unlinked file open: fsck is clean (the
+	 * orphan list holds them) and the next lone mount reclaims both. */
+	EXPECT(create_file("/ro/doomed", "d", 1), 0);
+	EXPECT(kura_info(fs, &i0), 0);
+	EXPECT(kura_unmount(fs), 0);
+	pid_t c = fork();
+	if (c == 0) {
+		mount_rw();
+		int a = kura_open(fs, "/ro", O_TMPFILE | O_RDWR, 0600);
+		int o = kura_open(fs, "/ro/doomed", O_RDWR, 0);
+		int ro = kura_reopen(fs, o, O_RDONLY);
+		static char big[1 << 16];
+		int ok = a >= 0 && o >= 0 && ro >= 0 && kura_write(fs, a, big, sizeof big) == (ssize_t)sizeof big &&
+			 kura_unlink(fs, "/ro/doomed") == 0 && kura_close(fs, o) == 0;
+		_exit(ok ? 0 : 1); /* no unmount: the descriptors die with the process */
+	}
+	int status = -1;
+	waitpid(c, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "crash child status %#x", status);
+	EXPECT(kura_fsck(pool, 0, fsck_line, NULL), 0);
+	mount_rw();
+	EXPECT(kura_info(fs, &i1), 0);
+	CHECK(i1.orphans == i0.orphans && i1.files == i0.files - 1 && i1.blocks_free == i0.blocks_free + 1,
+	      "after the crash: orphans %" PRIu64 "/%" PRIu64 " files %" PRIu64 "/%" PRIu64 " free %" PRIu64
+	      "/%" PRIu64, i1.orphans, i0.orphans, i1.files, i0.files, i1.blocks_free, i0.blocks_free);
+	EXPECT(kura_rmdir(fs, "/ro"), 0);
+}
+
 /* ---- directories -------------------------------------------------------- */
 
 struct seen {
@@ -1132,6 +1287,144 @@ static void test_full_pool(void)
 	unlink(small);
 }
 
+/* ---- host prefix -------------------------------------------------------- */
+
+/* The call must end in KURA_ESCAPED, leaving the host path `want`. */
+#define EXPECT_ESCAPE(expr, want)                                                          \
+	do {                                                                               \
+		if (EXPECT(expr, KURA_ESCAPED) == KURA_ESCAPED)                            \
+			CHECK(!strcmp(kura_escaped_path(), want), "escaped to '%s', want '%s'", \
+			      kura_escaped_path(), want);                                    \
+	} while (0)
+
+static int mount_prefix(const char *prefix)
+{
+	EXPECT(kura_unmount(fs), 0);
+	struct kura_mount_opts o = {.host_prefix = prefix};
+	int err = 0;
+	fs = kura_mount(pool, &o, &err);
+	if (!CHECK(fs != NULL, "mount with host_prefix %s: %s (%s)", prefix, en(err), kura_last_error())) {
+		mount_rw();
+		return -1;
+	}
+	return 0;
+}
+
+static void test_host_prefix(void)
+{
+	section = "host prefix";
+	struct stat st, root;
+	char buf[64];
+	EXPECT(kura_mkdir(fs, "/hp", 0755), 0);
+	EXPECT(kura_mkdir(fs, "/hp/d", 0755), 0);
+	EXPECT(create_file("/hp/x", "hello", 5), 0);
+	EXPECT(kura_symlink(fs, "/kura/hp/x", "/hp/in"), 0);
+	EXPECT(kura_symlink(fs, "/hp/x", "/hp/abs"), 0);
+	EXPECT(kura_symlink(fs, "../../hp/x", "/hp/d/in2"), 0);
+	EXPECT(kura_symlink(fs, "../../../hp/x", "/hp/d/up"), 0);
+	EXPECT(kura_symlink(fs, "/kura", "/hp/top"), 0);
+	EXPECT(kura_symlink(fs, "/kura/", "/hp/top2"), 0);
+	EXPECT(kura_symlink(fs, "/kurax/y", "/hp/alike"), 0);
+	EXPECT(kura_symlink(fs, "/tmp", "/hp/out"), 0);
+	EXPECT(kura_symlink(fs, "/kura/hp/d/up", "/hp/chain"), 0);
+	EXPECT(kura_symlink(fs, "../../../../x", "/hp/d/far"), 0);
+	EXPECT(kura_symlink(fs, "../../kura/hp/loop", "/hp/loop"), 0);
+	EXPECT(kura_symlink(fs, "d/..", "/hp/dd"), 0);
+
+	/* Off (the default): pool-rooted, as before the option existed. */
+	EXPECT_ERR(kura_stat(fs, "/hp/in", &st), ENOENT);
+	EXPECT(kura_stat(fs, "/hp/abs", &st), 0);
+	EXPECT(kura_stat(fs, "/hp/d/up", &st), 0); /* ".." at the root stays there */
+	CHECK(S_ISREG(st.st_mode) && st.st_size == 5, "off: ../../hp/x mode %o", st.st_mode);
+	EXPECT_ERR(kura_stat(fs, "/hp/out/x", &st), ENOENT);
+	EXPECT_ERR(kura_stat(fs, "/hp/d/far", &st), ENOENT);
+	EXPECT_ERR(kura_stat(fs, "/hp/loop", &st), ENOENT);
+
+	/* On, with a trailing slash to be ignored. */
+	if (mount_prefix("/kura/"))
+		return;
+	EXPECT(kura_stat(fs, "/", &root), 0);
+	EXPECT(kura_stat(fs, "/hp/in", &st), 0);
+	CHECK(S_ISREG(st.st_mode) && st.st_size == 5, "on: /kura/hp/x mode %o size %lld", st.st_mode,
+	      (long long)st.st_size);
+	EXPECT(kura_stat(fs, "/hp/top", &st), 0);
+	CHECK(st.st_ino == root.st_ino, "/kura is the root: ino %llu, root %llu", (unsigned long long)st.st_ino,
+	      (unsigned long long)root.st_ino);
+	EXPECT(kura_stat(fs, "/hp/top/hp/x", &st), 0);
+	EXPECT(kura_stat(fs, "/hp/top2/hp/x", &st), 0);
+	EXPECT_ESCAPE(kura_stat(fs, "/hp/chain", &st), "/hp/x");
+	EXPECT_ESCAPE(kura_stat(fs, "/hp/abs", &st), "/hp/x");
+	EXPECT_ESCAPE(kura_stat(fs, "/hp/alike", &st), "/kurax/y");
+	EXPECT_ESCAPE(kura_stat(fs, "/hp/d/up", &st), "/hp/x");
+	EXPECT_ESCAPE(kura_stat(fs, "/hp/d/far", &st), "/../x"); /* the rest as it stands */
+	EXPECT(kura_stat(fs, "/hp/d/in2", &st), 0);
+	EXPECT_ESCAPE(kura_stat(fs, "/hp/out/a/b", &st), "/tmp/a/b");
+	EXPECT_ESCAPE(kura_stat(fs, "/hp/out/", &st), "/tmp/");
+	EXPECT_ESCAPE(kura_stat(fs, "/hp/out", &st), "/tmp");
+	/* A ".." of the caller's own path stays at the root; one from a target
+	 * below the root does not leave it. */
+	EXPECT(kura_stat(fs, "/../hp/x", &st), 0);
+	EXPECT(kura_stat(fs, "/hp/dd/x", &st), 0);
+	/* What does not follow the link sees it, and readlink its text. */
+	EXPECT(kura_lstat(fs, "/hp/abs", &st), 0);
+	CHECK(S_ISLNK(st.st_mode) && st.st_size == 5, "lstat of escaping link: mode %o", st.st_mode);
+	EXPECT(kura_readlink(fs, "/hp/in", buf, sizeof buf), 10);
+	CHECK(!memcmp(buf, "/kura/hp/x", 10), "readlink: '%.10s'", buf);
+	EXPECT_ESCAPE(kura_readlink(fs, "/hp/out/l", buf, sizeof buf), "/tmp/l");
+	/* Every path call escapes, and changes nothing in the pool. */
+	EXPECT_ESCAPE(kura_open(fs, "/hp/out/new", O_CREAT | O_WRONLY, 0644), "/tmp/new");
+	EXPECT_ESCAPE(kura_mkdir(fs, "/hp/out/nd", 0755), "/tmp/nd");
+	EXPECT_ESCAPE(kura_unlink(fs, "/hp/out/f"), "/tmp/f");
+	EXPECT_ESCAPE(kura_rename(fs, "/hp/x", "/hp/out/y", 0), "/tmp/y");
+	EXPECT_ESCAPE(kura_link(fs, "/hp/x", "/hp/out/y"), "/tmp/y");
+	EXPECT_ESCAPE(kura_symlink(fs, "t", "/hp/out/s"), "/tmp/s");
+	EXPECT_ESCAPE(kura_chmod(fs, "/hp/abs", 0600), "/hp/x");
+	EXPECT_ESCAPE(kura_truncate(fs, "/hp/abs", 0), "/hp/x");
+	int err = 0;
+	kura_dir *dp = kura_opendir(fs, "/hp/out", &err);
+	CHECK(!dp && err == KURA_ESCAPED, "opendir through an escaping link: %p err %d", (void *)dp, err);
+	EXPECT(kura_open(fs, "/hp/abs", O_RDONLY | O_NOFOLLOW, 0), -ELOOP);
+	EXPECT(kura_stat(fs, "/hp/x", &st), 0);
+	CHECK(st.st_size == 5 && (st.st_mode & 07777) == 0644, "escaped calls changed /hp/x: size %lld mode %o",
+	      (long long)st.st_size, st.st_mode & 07777);
+	EXPECT_ERR(kura_lstat(fs, "/hp/y", &st), ENOENT);
+	/* A loop through the host is the caller's to count: each walk ends. */
+	EXPECT_ESCAPE(kura_stat(fs, "/hp/loop", &st), "/kura/hp/loop");
+	/* Too long to hand back. */
+	char longp[PATH_MAX];
+	memset(longp, 'b', 3001);
+	longp[0] = '/';
+	longp[3001] = 0;
+	EXPECT(kura_symlink(fs, longp, "/hp/longl"), 0);
+	memset(longp, 'a', 2000);
+	memcpy(longp, "/hp/longl/", 10);
+	for (size_t i = 100; i < 2000; i += 100)
+		longp[i] = '/';
+	longp[2000] = 0;
+	EXPECT_ERR(kura_stat(fs, longp, &st), ENAMETOOLONG);
+
+	/* A prefix with a parent other than "/": ".." above the root goes there. */
+	if (mount_prefix("/mnt/pools/kura"))
+		return;
+	EXPECT_ESCAPE(kura_stat(fs, "/hp/d/up", &st), "/mnt/pools/hp/x");
+	EXPECT_ESCAPE(kura_stat(fs, "/hp/in", &st), "/kura/hp/x");
+	/* Off again after a kura_set_host_prefix(NULL); a relative prefix is refused. */
+	EXPECT_ERR(kura_set_host_prefix(fs, "kura"), EINVAL);
+	EXPECT(kura_set_host_prefix(fs, NULL), 0);
+	EXPECT_ERR(kura_stat(fs, "/hp/in", &st), ENOENT);
+	EXPECT(kura_stat(fs, "/hp/abs", &st), 0);
+	EXPECT(kura_set_host_prefix(fs, "/kura"), 0);
+	EXPECT(kura_stat(fs, "/hp/in", &st), 0);
+	EXPECT(kura_unmount(fs), 0);
+	struct kura_mount_opts bad = {.host_prefix = "rel"};
+	fs = kura_mount(pool, &bad, &err);
+	CHECK(!fs && err == -EINVAL, "mount with a relative host_prefix: %p %s", (void *)fs, en(err));
+	if (fs)
+		kura_unmount(fs);
+	mount_rw();
+	EXPECT_ERR(kura_stat(fs, "/hp/in", &st), ENOENT);
+}
+
 static void fsck_line(void *ctx, const char *line)
 {
 	(void)ctx;
@@ -1158,7 +1451,8 @@ int main(void)
 	    {"statvfs/info", test_statvfs_info},   {"readdir cookies", test_readdir_cookies},
 	    {"50k directory", test_big_dir},       {"200 MiB file", test_big_file},
 	    {"read-only mount", test_read_only},   {"pool errors", test_pool_errors},
-	    {"full pool", test_full_pool},
+	    {"full pool", test_full_pool},         {"reopen/O_TMPFILE", test_reopen_tmpfile},
+	    {"host prefix", test_host_prefix},
 	};
 	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
 		int f0 = nfail;
