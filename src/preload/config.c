@@ -84,7 +84,9 @@ kura_fs *kp_fs(int m)
 		return fs;
 	pthread_mutex_lock(&mount_lock);
 	if (!mt->fs) {
-		struct kura_mount_opts opts = { .persist = KURA_PERSIST_AUTO };
+		/* Programs store host paths in symlinks: the engine resolves
+		 * them as the host would see them from the prefix. */
+		struct kura_mount_opts opts = { .persist = KURA_PERSIST_AUTO, .host_prefix = mt->prefix };
 		int err = 0;
 		kp_inside++;
 		fs = kura_mount(mt->pool, &opts, &err);
@@ -104,6 +106,7 @@ kura_fs *kp_fs(int m)
 /* Adopts an already mounted engine (after exec). */
 void kp_set_fs(int m, kura_fs *fs)
 {
+	kura_set_host_prefix(fs, kp_mounts[m].prefix); /* kura_mount_inherit got no host_prefix */
 	__atomic_store_n(&kp_mounts[m].fs, fs, __ATOMIC_RELEASE);
 }
 
@@ -154,6 +157,7 @@ static void fork_prepare(void)
 {
 	pthread_mutex_lock(&mount_lock);
 	pthread_mutex_lock(kp_tab_lock());
+	kp_lock_fork_prepare(); /* before the engine's fd table is frozen: it reads it */
 	for (int i = 0; i < kp_nmounts; i++)
 		if (kp_mounts[i].fs)
 			kura_fork_prepare(kp_mounts[i].fs);
@@ -164,6 +168,7 @@ static void fork_parent(void)
 	for (int i = kp_nmounts - 1; i >= 0; i--)
 		if (kp_mounts[i].fs)
 			kura_fork_parent(kp_mounts[i].fs);
+	kp_lock_fork_parent();
 	pthread_mutex_unlock(kp_tab_lock());
 	pthread_mutex_unlock(&mount_lock);
 }
@@ -174,6 +179,7 @@ static void fork_child(void)
 	for (int i = kp_nmounts - 1; i >= 0; i--)
 		if (kp_mounts[i].fs)
 			kura_fork_child(kp_mounts[i].fs);
+	kp_lock_fork_child();
 	pthread_mutex_unlock(kp_tab_lock());
 	pthread_mutex_unlock(&mount_lock);
 }

@@ -53,36 +53,66 @@ mode_t kp_umask(void)
 
 /* ---- open ---- */
 
+/* The open left the pool through a symlink: open what it leads to, with
+ * the caller's flags and mode. */
+static int open_escaped(struct kp_path *kp, int flags, mode_t mode)
+{
+	int r = kp_escape(kp, !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL));
+	if (r)
+		return (int)kp_ret(r);
+	if (kp->where == KP_KURA)
+		return kp_open_path(kp, flags, mode); /* back in through a host symlink */
+	return REAL(openat)(AT_FDCWD, kp->p, flags, mode);
+}
+
 int kp_open_path(struct kp_path *kp, int flags, mode_t mode)
 {
 	kura_fs *fs = kp_fs(kp->mnt);
 	if (!fs)
 		return -1;
-	if ((flags & __O_TMPFILE) == __O_TMPFILE)
-		return kp_unsupported("O_TMPFILE", EOPNOTSUPP);
+	int flags0 = flags;
+	mode_t mode0 = mode;
+	int tmpfile = (flags & O_TMPFILE) == O_TMPFILE;
 	if (flags & O_PATH) /* kura has no path-only opens: a read-only open serves the uses we see */
 		flags = (flags & ~(O_PATH | O_ACCMODE)) | O_RDONLY;
-	if (flags & O_CREAT)
+	if ((flags & O_CREAT) || tmpfile)
 		mode &= ~cur_umask();
 	int kfd = kura_openat(fs, kp->kdirfd, kp->p, flags & ~O_CLOEXEC, mode);
+	if (kfd == KURA_ESCAPED)
+		return open_escaped(kp, flags0, mode0);
 	if (kfd < 0)
 		return (int)kp_ret(kfd);
 	struct stat st;
 	int isdir = kura_fstat(fs, kfd, &st) == 0 && S_ISDIR(st.st_mode);
+	if (tmpfile && kp->host[0]) {
+		/* Linux names an unnamed file "DIR/#INO" (readlink adds " (deleted)"). */
+		char name[PATH_MAX + 32];
+		snprintf(name, sizeof name, "%s/#%llu", kp->host, (unsigned long long)st.st_ino);
+		kp_normalise(name);
+		return kp_install(kp->mnt, kfd, flags & O_CLOEXEC, name, 0);
+	}
 	return kp_install(kp->mnt, kfd, flags & O_CLOEXEC, kp->host[0] ? kp->host : NULL, isdir);
 }
 
-/* Opening /proc/self/fd/N or /dev/fd/N of a placeholder: a new descriptor
- * on the same description (Linux would make a new description; kura cannot
- * reopen by descriptor, and sharing is what shells' uses need). */
-static int reopen_fd(int pfd, int flags)
+/* Opening /proc/self/fd/N or /dev/fd/N of a placeholder: as Linux, a new
+ * description of the same file (own offset, the new open's flags), even if
+ * the file was unlinked meanwhile; with O_TMPFILE, an unnamed file in the
+ * directory it names. */
+static int reopen_fd(int pfd, int flags, mode_t mode)
 {
 	struct kp_fd *e = kp_get(pfd);
-	int kfd = kura_dup(FS(e), e->kfd);
+	if ((flags & O_NOFOLLOW) && !(flags & O_PATH))
+		return (int)kp_ret(-ELOOP); /* the magic link itself is a symlink */
+	if ((flags & O_TMPFILE) == O_TMPFILE) {
+		struct kp_path kp = { .where = KP_KURA, .mnt = e->mnt, .kdirfd = e->kfd, .p = "." };
+		snprintf(kp.host, sizeof kp.host, "%s", e->path && e->isdir ? e->path : "");
+		return kp_open_path(&kp, flags, mode);
+	}
+	if (flags & O_PATH)
+		flags = (flags & ~(O_PATH | O_ACCMODE)) | O_RDONLY;
+	int kfd = kura_reopen(FS(e), e->kfd, flags & ~(O_CLOEXEC | O_NOFOLLOW));
 	if (kfd < 0)
 		return (int)kp_ret(kfd);
-	if (flags & O_TRUNC)
-		kura_ftruncate(FS(e), kfd, 0);
 	return kp_install(e->mnt, kfd, flags & O_CLOEXEC, e->path, e->isdir);
 }
 
@@ -96,10 +126,10 @@ static int do_openat(int dirfd, const char *path, int flags, mode_t mode)
 	if (path[0] == '/' && (path[1] == 'p' || path[1] == 'd')) {
 		int pfd = kp_procfd(path);
 		if (pfd >= 0)
-			return reopen_fd(pfd, flags);
+			return reopen_fd(pfd, flags, mode);
 	}
 	struct kp_path kp;
-	int r = kp_resolve(dirfd, path, &kp);
+	int r = kp_classify(dirfd, path, &kp);
 	if (r)
 		return (int)kp_ret(r);
 	if (kp.where != KP_KURA)

@@ -60,7 +60,8 @@
 static inline long kp_ret(long r)
 {
 	if (r < 0) {
-		errno = (int)-r;
+		/* An escape no caller took up: the file is elsewhere, as EXDEV says. */
+		errno = r == KURA_ESCAPED ? EXDEV : (int)-r;
 		return -1;
 	}
 	return r;
@@ -135,9 +136,21 @@ struct kp_path {
 	const char *p;         /* path to use: inside the pool for KP_KURA */
 	char buf[PATH_MAX];
 	char host[PATH_MAX];   /* host absolute form (for KP_KURA), "" if unknown */
+	int hops;              /* kp_escape()s and host symlinks followed since kp_classify */
 };
-/* Classifies (dirfd, path).  Returns 0, or -errno (ENAMETOOLONG, EBADF). */
+/* Classifies (dirfd, path).  Returns 0, or -errno (ENAMETOOLONG, EBADF,
+ * ELOOP).  A kura path whose symlinks (followed to the end) leave the pool
+ * comes back as the host path they lead to (KP_KERNEL_ABS, or KP_KURA of
+ * the mount it re-enters): for callers that pass kp.p on. */
 int kp_resolve(int dirfd, const char *path, struct kp_path *out);
+/* The same without asking the engine: the caller handles KURA_ESCAPED
+ * itself (KP_ENGINE in names.c), with its own call's follow rules. */
+int kp_classify(int dirfd, const char *path, struct kp_path *out);
+/* After KURA_ESCAPED: *kp becomes the host path kura_escaped_path() names,
+ * reclassified (host symlinks on it that lead into a prefix are followed,
+ * the last only if `follow`).  ELOOP once kp->hops passes 40.  Returns 0
+ * or -errno. */
+int kp_escape(struct kp_path *kp, int follow);
 /* Lexical normalisation of an absolute path in place ("." "..", "//"). */
 void kp_normalise(char *p);
 /* Which mount holds absolute normalised path p, -1 if none. */
@@ -169,6 +182,10 @@ DIR *kp_opendir_fd(int fd); /* stream over a placeholder fd */
 int kp_lock_fcntl(int fd, struct kp_fd *e, int cmd, struct flock *fl);
 int kp_lock_flock(int fd, struct kp_fd *e, int op);
 void kp_lock_close(int fd, struct kp_fd *e);
+/* pthread_atfork hooks: publish the descriptions a child inherits. */
+void kp_lock_fork_prepare(void);
+void kp_lock_fork_parent(void);
+void kp_lock_fork_child(void);
 
 /* ---- processes (proc.c) ---- */
 void kp_inherit(void);

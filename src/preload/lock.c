@@ -1,56 +1,123 @@
 /*
  * lock.c — POSIX record locks, OFD locks and flock() on kura files.
  *
- * Placeholders are one memfd per open, so kernel locks on them would never
- * conflict between two opens of one file.  Locks live instead in a table in
- * POSIX shared memory, one per pool ("/kura-locks-<dev>-<ino>" of the pool
- * file), keyed by inode number and guarded by a robust process-shared
- * mutex.  Owners: a POSIX lock belongs to a process (pid); an OFD lock or a
- * flock() to an open file description, named by the engine's description
- * id and the identity (inode) of the description table it lives in, which
- * forked and exec'd processes share.  A record whose process is gone is
- * dropped when it is met, so a killed process never wedges the others.
+ * Placeholders are duplicates of one memfd, so kernel locks on them would
+ * never conflict between two opens of one file.  Locks live instead in a
+ * table in POSIX shared memory, one per pool ("/kura-locks-<dev>-<ino>" of
+ * the pool file), keyed by inode number and guarded by a robust
+ * process-shared mutex.  Owners: a POSIX lock belongs to a process (pid);
+ * an OFD lock or a flock() to an open file description, named by the
+ * engine's description id and the identity (inode) of the description
+ * table it lives in, which forked and exec'd processes share.
  *
- * Known approximations: no EDEADLK detection; an OFD/flock lock is dropped
- * when its last descriptor in the locking process closes or that process
- * dies, even if a forked child still shares the description.
+ * Lifetimes.  A POSIX lock lives while its process does (and until it
+ * closes any descriptor of the file).  An OFD/flock lock lives while any
+ * process still holds a descriptor of its description.  The engine's
+ * reference counts cannot answer that: a process that exits without
+ * closing (the usual case, and every killed one) never drops its
+ * references.  So each process that may share descriptions publishes, in a
+ * per-process slot of the table, a bitmap of the description ids it holds:
+ * at fork (parent and child: the parent also fills the child's slot before
+ * the fork, so no window exists in which the child holds descriptions
+ * nobody knows of) and when it locks through a description.  A process
+ * clears its bit when it closes its last descriptor of a description; a
+ * dead process's slot counts for nothing.  A description is held while a
+ * live slot has its bit, and its locks go when none has.
+ *
+ * Waiting.  Waiters sleep on a futex word of the table that every change
+ * bumps, with futex_waitv and an absolute deadline: the kernel restarts
+ * that wait after a handler installed with SA_RESTART and fails it with
+ * EINTR otherwise, which is exactly F_SETLKW's behaviour.  Signals are
+ * blocked while the table is examined, and a pending one is judged before
+ * sleeping, so no signal slips in between the checks.  The deadline (50 ms)
+ * only serves to notice holders that died without unlocking.
+ *
+ * Deadlocks.  A POSIX waiter records the process it waits for; a new wait
+ * whose chain of such records leads back to its own process fails with
+ * EDEADLK, as Linux does (OFD and flock waits are not checked, as on Linux).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "kp.h"
 
 #define LK_MAX 4096
-#define LK_MAGIC 0x6b6c6f63u
+#define LK_WAITERS 256
+#define LK_PROCS 512
+#define LK_IDS 65536 /* description ids the bitmaps cover: the engine's table size */
+#define LK_MAGIC 0x6b6c6f65u /* changes with the layout */
 #define LK_INIT 1u
+#define LK_POLL_NS 50000000L
 
 enum { K_POSIX = 1, K_OFD = 2, K_FLOCK = 3 };
+/* Lock types as stored: F_RDLCK is 0, which marks a free record. */
+enum { T_RD = 1, T_WR = 2, T_UN = 3 };
+
+static int t_of(int f_type)
+{
+	return f_type == F_RDLCK ? T_RD : f_type == F_WRLCK ? T_WR : T_UN;
+}
 
 struct lk {
 	uint64_t ino;
 	int64_t start, end; /* inclusive; INT64_MAX: to end of file and beyond */
 	uint64_t tok, id;   /* owner: (0, pid) for POSIX, (table, description) otherwise */
 	int32_t pid;        /* the process that took it */
-	uint8_t kind, type; /* type: F_RDLCK or F_WRLCK; 0: free slot */
+	uint8_t kind, type; /* type: T_RD or T_WR; 0: free slot */
+};
+
+struct lk_waiter {
+	int32_t pid, tid;
+	int32_t on; /* the process owning the POSIX lock this one waits for, 0 if none */
+	int32_t pad;
+};
+
+struct lk_proc {
+	int32_t pid;    /* 0 with parent set: filled by parent for a child not yet running */
+	int32_t parent;
+	uint64_t tok;   /* the description table the bitmap's ids belong to */
 };
 
 struct lk_table {
 	uint32_t magic;
+	uint32_t seq;      /* futex word: bumped on every change */
+	uint32_t sleepers; /* waiters inside the futex wait */
+	uint32_t hi;       /* records at and above this index are free: scans stop there */
+	uint32_t phi;      /* the same for holder slots */
+	uint32_t pad;
 	pthread_mutex_t mu;
 	struct lk rec[LK_MAX];
+	struct lk_waiter wait[LK_WAITERS];
+	struct lk_proc proc[LK_PROCS];
+	uint64_t held[LK_PROCS][LK_IDS / 64];
+};
+
+/* One lock request, in absolute offsets. */
+struct req {
+	uint64_t ino, tok, id;
+	int64_t s, e;
+	int kind, type;
 };
 
 static struct lk_table *tables[KP_MAX_MOUNTS];
+static int probed[KP_MAX_MOUNTS];    /* this image looked for an existing table */
+static uint64_t tokens[KP_MAX_MOUNTS]; /* cached table_token(), 0: not yet */
+static int my_slot[KP_MAX_MOUNTS];   /* 1 + index of this process's slot, 0: unknown */
+static __thread int fork_slot[KP_MAX_MOUNTS]; /* 1 + index of the slot prepared for the child */
+static __thread pid_t fork_parent_pid;
+static __thread int dirty; /* the table changed under our lock: wake the waiters */
 static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
-static int used_locks; /* this process has taken a POSIX lock: closes must look */
 
-static struct lk_table *table(int m)
+static struct lk_table *table(int m, int create)
 {
 	struct lk_table *t = __atomic_load_n(&tables[m], __ATOMIC_ACQUIRE);
 	if (t)
@@ -63,11 +130,14 @@ static struct lk_table *table(int m)
 			goto out;
 		snprintf(name, sizeof name, "/kura-locks-%llx-%llx", (unsigned long long)st.st_dev,
 			 (unsigned long long)st.st_ino);
-		int fd = shm_open(name, O_RDWR | O_CREAT | O_CLOEXEC, st.st_mode & 0666);
+		int fd = shm_open(name, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), st.st_mode & 0666);
 		if (fd < 0)
 			goto out;
-		fchmod(fd, st.st_mode & 0666); /* shm_open applied our umask */
-		if (ftruncate(fd, sizeof(struct lk_table)) < 0) {
+		if (create)
+			fchmod(fd, st.st_mode & 0666); /* shm_open applied our umask */
+		struct stat ts;
+		if (REAL(fstat)(fd, &ts) < 0 ||
+		    ((size_t)ts.st_size < sizeof(struct lk_table) && ftruncate(fd, sizeof(struct lk_table)) < 0)) {
 			REAL(close)(fd);
 			goto out;
 		}
@@ -76,8 +146,15 @@ static struct lk_table *table(int m)
 		if (p == MAP_FAILED)
 			goto out;
 		t = p;
-		uint32_t zero = 0;
-		if (__atomic_compare_exchange_n(&t->magic, &zero, LK_INIT, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		uint32_t old = 0;
+		int won = __atomic_compare_exchange_n(&t->magic, &old, LK_INIT, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+		if (!won && old != LK_INIT && old != LK_MAGIC &&
+		    __atomic_compare_exchange_n(&t->magic, &old, LK_INIT, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			/* Left by another version of this file, with another layout. */
+			memset((char *)t + sizeof t->magic, 0, sizeof *t - sizeof t->magic);
+			won = 1;
+		}
+		if (won) {
 			pthread_mutexattr_t a;
 			pthread_mutexattr_init(&a);
 			pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
@@ -101,18 +178,153 @@ static void tlock(struct lk_table *t)
 		pthread_mutex_consistent(&t->mu); /* records are independent; a dead holder's is dropped by pid */
 }
 
+static void tunlock(struct lk_table *t)
+{
+	while (t->hi > 0 && !t->rec[t->hi - 1].type)
+		t->hi--;
+	int changed = dirty;
+	dirty = 0;
+	if (changed)
+		__atomic_add_fetch(&t->seq, 1, __ATOMIC_ACQ_REL);
+	pthread_mutex_unlock(&t->mu);
+	/* A sleeper counted itself under the mutex before reading seq, so it
+	 * either sees the new value or is inside the wait and gets woken. */
+	if (changed && __atomic_load_n(&t->sleepers, __ATOMIC_ACQUIRE))
+		syscall(SYS_futex, &t->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/* Whether a process still runs: kill(0) also succeeds for a zombie, whose
+ * descriptors (and so locks) the kernel has already dropped. */
 static int alive(pid_t pid)
 {
-	return pid == kp_pid || kill(pid, 0) == 0 || errno != ESRCH;
+	if (pid == kp_pid)
+		return 1;
+	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH))
+		return 0;
+	char path[48], buf[256];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = REAL(open)(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	ssize_t n = REAL(read)(fd, buf, sizeof buf - 1);
+	REAL(close)(fd);
+	if (n <= 0)
+		return 1;
+	buf[n] = 0;
+	char *c = strrchr(buf, ')');
+	return !(c && c[1] == ' ' && (c[2] == 'Z' || c[2] == 'X'));
 }
 
 static uint64_t table_token(int m)
 {
+	uint64_t tok = __atomic_load_n(&tokens[m], __ATOMIC_RELAXED);
+	if (tok)
+		return tok;
 	struct stat st;
 	int sfd = kura_state_fd(kp_mounts[m].fs);
 	if (sfd < 0 || REAL(fstat)(sfd, &st) < 0)
 		return 1;
-	return (uint64_t)st.st_ino | 1ull << 63;
+	tok = (uint64_t)st.st_ino | 1ull << 63;
+	__atomic_store_n(&tokens[m], tok, __ATOMIC_RELAXED); /* racing threads store the same value */
+	return tok;
+}
+
+/* ---- holder slots ------------------------------------------------------ */
+
+static int slot_alive(const struct lk_proc *p)
+{
+	if (p->pid)
+		return alive(p->pid);
+	return p->parent && alive(p->parent);
+}
+
+static int slot_free(const struct lk_proc *p)
+{
+	return !p->pid && !p->parent;
+}
+
+/* A free slot, or -1.  A dead process's slot is reused before a slot
+ * never used: shared memory pages are only spent on the ones touched, and
+ * the table outlives the processes (and, see README, its pool). */
+static int slot_new(struct lk_table *t, int not)
+{
+	for (int i = 0; i < (int)t->phi; i++)
+		if (i != not && slot_free(&t->proc[i]))
+			return i;
+	for (int i = 0; i < (int)t->phi; i++)
+		if (i != not && !slot_alive(&t->proc[i]))
+			return i;
+	if (t->phi < LK_PROCS)
+		return (int)t->phi++;
+	return -1;
+}
+
+/* This process's slot for description table tok, made if `create`. */
+static int slot_mine(struct lk_table *t, int m, uint64_t tok, int create)
+{
+	int i = my_slot[m] - 1;
+	if (i >= 0 && t->proc[i].pid == kp_pid && t->proc[i].tok == tok)
+		return i;
+	my_slot[m] = 0;
+	for (i = 0; i < (int)t->phi; i++)
+		if (t->proc[i].pid == kp_pid && t->proc[i].tok == tok)
+			break;
+	if (i == (int)t->phi) {
+		if (!create || (i = slot_new(t, -1)) < 0)
+			return -1;
+		memset(t->held[i], 0, sizeof t->held[i]);
+		t->proc[i].pid = kp_pid;
+		t->proc[i].parent = 0;
+		t->proc[i].tok = tok;
+	}
+	my_slot[m] = i + 1;
+	return i;
+}
+
+static void bit_set(struct lk_table *t, int i, uint64_t id)
+{
+	if (id < LK_IDS)
+		t->held[i][id / 64] |= 1ull << (id % 64);
+}
+
+static int desc_held(struct lk_table *t, uint64_t tok, uint64_t id)
+{
+	for (int i = 0; i < (int)t->phi; i++) {
+		struct lk_proc *p = &t->proc[i];
+		if (slot_free(p) || p->tok != tok || !(t->held[i][id / 64] >> (id % 64) & 1))
+			continue;
+		if (slot_alive(p))
+			return 1;
+		p->pid = p->parent = 0;
+	}
+	return 0;
+}
+
+/* ---- records ----------------------------------------------------------- */
+
+static int rec_live(struct lk_table *t, const struct lk *r)
+{
+	if (r->kind == K_POSIX || r->id >= LK_IDS)
+		return alive(r->pid);
+	return desc_held(t, r->tok, r->id);
+}
+
+/* A POSIX owner gave something up: those waiting for it are no longer
+ * blocked by it until they look again (as Linux detaches the waiters of a
+ * changed lock), so a finished wait does not make a false cycle. */
+static void unblock_waiters(struct lk_table *t, int32_t pid)
+{
+	for (int i = 0; i < LK_WAITERS; i++)
+		if (t->wait[i].on == pid)
+			t->wait[i].on = 0;
+}
+
+static void drop(struct lk_table *t, struct lk *r)
+{
+	if (r->kind == K_POSIX)
+		unblock_waiters(t, r->pid);
+	r->type = 0;
+	dirty = 1;
 }
 
 static int flock_class(int kind)
@@ -125,110 +337,300 @@ static int same_owner(const struct lk *a, int kind, uint64_t tok, uint64_t id)
 	return a->kind == kind && a->tok == tok && a->id == id;
 }
 
-/* Whether record r blocks a lock of (kind, owner, type) over [s, e]. */
-static int conflicts(const struct lk *r, uint64_t ino, int kind, uint64_t tok, uint64_t id, int type, int64_t s,
-		     int64_t e)
+/* Whether record r blocks request q. */
+static int conflicts(const struct lk *r, const struct req *q)
 {
-	if (!r->type || r->ino != ino || flock_class(r->kind) != flock_class(kind))
+	if (!r->type || r->ino != q->ino || flock_class(r->kind) != flock_class(q->kind))
 		return 0;
-	if (same_owner(r, kind, tok, id))
+	if (same_owner(r, q->kind, q->tok, q->id))
 		return 0;
-	if (r->end < s || r->start > e)
+	if (r->end < q->s || r->start > q->e)
 		return 0;
-	return r->type == F_WRLCK || type == F_WRLCK;
+	return r->type == T_WR || q->type == T_WR;
 }
 
-static struct lk *free_slot(struct lk_table *t)
+/* The lowest free record, which keeps the used ones below t->hi. */
+static struct lk *free_rec(struct lk_table *t)
 {
-	for (int i = 0; i < LK_MAX; i++)
+	for (uint32_t i = 0; i < t->hi; i++)
 		if (!t->rec[i].type)
 			return &t->rec[i];
-	return NULL;
+	return t->hi < LK_MAX ? &t->rec[t->hi++] : NULL;
 }
 
-/* Removes the owner's coverage of [s, e], splitting records at the edges.
- * Returns -ENOLCK if a split needs a slot that is not there. */
-static int carve(struct lk_table *t, uint64_t ino, int kind, uint64_t tok, uint64_t id, int64_t s, int64_t e)
+static int free_recs(struct lk_table *t, int want)
 {
-	for (int i = 0; i < LK_MAX; i++) {
+	int n = (int)(LK_MAX - t->hi); /* not read: untouched pages stay unallocated */
+	for (uint32_t i = 0; i < t->hi && n < want; i++)
+		n += !t->rec[i].type;
+	return n >= want;
+}
+
+/* Removes the owner's coverage of [s, e], splitting records at the edges
+ * (the caller made sure a slot is free for the one split that can occur). */
+static void carve(struct lk_table *t, const struct req *q)
+{
+	for (uint32_t i = 0; i < t->hi; i++) {
 		struct lk *r = &t->rec[i];
-		if (!r->type || r->ino != ino || !same_owner(r, kind, tok, id) || r->end < s || r->start > e)
+		if (!r->type || r->ino != q->ino || !same_owner(r, q->kind, q->tok, q->id) || r->end < q->s ||
+		    r->start > q->e)
 			continue;
-		if (r->start < s && r->end > e) {
-			struct lk *n = free_slot(t);
-			if (!n)
-				return -ENOLCK;
+		dirty = 1;
+		if (q->kind == K_POSIX)
+			unblock_waiters(t, r->pid);
+		if (r->start < q->s && r->end > q->e) {
+			struct lk *n = free_rec(t);
 			*n = *r;
-			n->start = e + 1;
-			r->end = s - 1;
-		} else if (r->start < s) {
-			r->end = s - 1;
-		} else if (r->end > e) {
-			r->start = e + 1;
+			n->start = q->e + 1;
+			r->end = q->s - 1;
+		} else if (r->start < q->s) {
+			r->end = q->s - 1;
+		} else if (r->end > q->e) {
+			r->start = q->e + 1;
 		} else {
 			r->type = 0;
 		}
 	}
+}
+
+/* Joins n with the owner's adjacent records of the same type, as Linux
+ * does (F_GETLK then reports the whole range).  Records of one owner never
+ * overlap after carve(), so one pass finds both neighbours. */
+static void merge(struct lk_table *t, struct lk *n)
+{
+	for (uint32_t i = 0; i < t->hi; i++) {
+		struct lk *r = &t->rec[i];
+		if (r == n || r->type != n->type || r->ino != n->ino || !same_owner(r, n->kind, n->tok, n->id))
+			continue;
+		if ((r->end != INT64_MAX && r->end + 1 < n->start) || (n->end != INT64_MAX && n->end + 1 < r->start))
+			continue;
+		if (r->start < n->start)
+			n->start = r->start;
+		if (r->end > n->end)
+			n->end = r->end;
+		r->type = 0;
+	}
+}
+
+/* Whether the chain "process waits for the owner of a POSIX lock" starting
+ * at holder leads back to this process. */
+static int deadlock(struct lk_table *t, int32_t holder)
+{
+	for (int depth = 0; depth < 64 && holder > 0; depth++) {
+		if (holder == kp_pid)
+			return 1;
+		int32_t next = 0;
+		for (int i = 0; i < LK_WAITERS && !next; i++)
+			if (t->wait[i].pid == holder && t->wait[i].on)
+				next = t->wait[i].on;
+		if (!next || !alive(holder))
+			return 0;
+		holder = next;
+	}
 	return 0;
 }
 
-/* One attempt: 0 done, -EAGAIN conflict (with *who filled), other -errno. */
-static int try_lock(struct lk_table *t, uint64_t ino, int kind, uint64_t tok, uint64_t id, int type, int64_t s,
-		    int64_t e, struct lk *who, int test)
+/* One attempt, table locked: 0 done, -EAGAIN conflict (*who: the
+ * conflicting record with the lowest start), -EDEADLK, -ENOLCK.  With
+ * `on` (a blocking request) the POSIX owner waited for goes to *on. */
+static int try_lock(struct lk_table *t, int m, const struct req *q, struct lk *who, int test, int32_t *on)
 {
-	tlock(t);
+	if (q->kind == K_FLOCK && !test) {
+		/* Linux converts a flock by removing the old lock first: when the
+		 * new one cannot be had, the description is left with none. */
+		for (uint32_t i = 0; i < t->hi; i++) {
+			struct lk *r = &t->rec[i];
+			if (!r->type || r->ino != q->ino || !same_owner(r, q->kind, q->tok, q->id))
+				continue;
+			if (r->type == q->type)
+				return 0;
+			drop(t, r);
+		}
+		if (q->type == T_UN)
+			return 0;
+	}
 	int r = 0;
-	for (int i = 0; i < LK_MAX; i++) {
+	/* Unlocking never conflicts: only the caller's own records change. */
+	for (uint32_t i = 0; i < t->hi && q->type != T_UN; i++) {
 		struct lk *x = &t->rec[i];
-		if (!conflicts(x, ino, kind, tok, id, type, s, e))
+		if (!conflicts(x, q))
 			continue;
-		if (!alive(x->pid)) {
-			x->type = 0;
+		if (!rec_live(t, x)) {
+			drop(t, x);
 			continue;
 		}
-		if (who)
+		if (who && (r == 0 || x->start < who->start))
 			*who = *x;
 		r = -EAGAIN;
-		break;
-	}
-	if (r == 0 && !test) {
-		r = carve(t, ino, kind, tok, id, s, e);
-		if (r == 0 && type != F_UNLCK) {
-			struct lk *n = free_slot(t);
-			if (!n) {
-				r = -ENOLCK;
-			} else {
-				n->ino = ino;
-				n->start = s;
-				n->end = e;
-				n->tok = tok;
-				n->id = id;
-				n->pid = kp_pid;
-				n->kind = (uint8_t)kind;
-				n->type = (uint8_t)type;
-			}
+		if (!who && !on)
+			break;
+		if (on && q->kind == K_POSIX && x->kind == K_POSIX) {
+			if (!*on)
+				*on = x->pid;
+			if (deadlock(t, x->pid))
+				return -EDEADLK;
 		}
 	}
-	pthread_mutex_unlock(&t->mu);
+	if (r || test)
+		return r;
+	if (q->type != T_UN && q->kind != K_POSIX) {
+		int i = slot_mine(t, m, q->tok, 1);
+		if (i < 0)
+			return -ENOLCK;
+		bit_set(t, i, q->id);
+	}
+	/* carve() may split one record and the new lock takes another. */
+	if (!free_recs(t, q->type == T_UN ? 1 : 2))
+		return -ENOLCK;
+	carve(t, q);
+	if (q->type == T_UN)
+		return 0;
+	struct lk *n = free_rec(t);
+	n->ino = q->ino;
+	n->start = q->s;
+	n->end = q->e;
+	n->tok = q->tok;
+	n->id = q->id;
+	n->pid = kp_pid;
+	n->kind = (uint8_t)q->kind;
+	n->type = (uint8_t)q->type;
+	merge(t, n);
+	dirty = 1;
+	return 0;
+}
+
+/* ---- waiting ----------------------------------------------------------- */
+
+static int waiter_set(struct lk_table *t, int w, int32_t on)
+{
+	if (w < 0) {
+		for (int i = 0; i < LK_WAITERS && w < 0; i++)
+			if (!t->wait[i].pid || !alive(t->wait[i].pid))
+				w = i;
+		if (w < 0)
+			return -1; /* no room: this wait goes unseen by deadlock detection */
+		t->wait[w].pid = kp_pid;
+		t->wait[w].tid = (int32_t)syscall(SYS_gettid);
+	}
+	t->wait[w].on = on;
+	return w;
+}
+
+static void waiter_clear(struct lk_table *t, int w)
+{
+	if (w >= 0)
+		memset(&t->wait[w], 0, sizeof t->wait[w]);
+}
+
+/* Whether a signal of `set` the caller does not block has a handler
+ * installed without SA_RESTART: one arriving must end the wait (EINTR). */
+static int intr_among(const sigset_t *set, const sigset_t *caller_mask)
+{
+	for (int s = 1; s < NSIG; s++) {
+		if (s == SIGKILL || s == SIGSTOP || (set && sigismember(set, s) != 1) || sigismember(caller_mask, s) == 1)
+			continue;
+		struct sigaction sa;
+		if (sigaction(s, NULL, &sa) < 0)
+			continue;
+		if (!(sa.sa_flags & SA_SIGINFO) && (sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN))
+			continue;
+		if (!(sa.sa_flags & SA_RESTART))
+			return 1;
+	}
+	return 0;
+}
+
+static int pending_intr(const sigset_t *caller_mask)
+{
+	sigset_t p;
+	return sigpending(&p) == 0 && intr_among(&p, caller_mask);
+}
+
+#ifndef SYS_futex_waitv
+#define SYS_futex_waitv 449
+#endif
+struct kp_futex_waitv {
+	uint64_t val, uaddr;
+	uint32_t flags, reserved;
+};
+
+/* Sleeps until *word != val, a signal, or the poll deadline: 0 or -EINTR. */
+static int lk_sleep(uint32_t *word, uint32_t val, const sigset_t *caller_mask)
+{
+	static int no_waitv;
+	if (!__atomic_load_n(&no_waitv, __ATOMIC_RELAXED)) {
+		/* An absolute deadline makes the kernel restart the wait after an
+		 * SA_RESTART handler (ERESTARTSYS), and only then. */
+		struct timespec dl;
+		clock_gettime(CLOCK_MONOTONIC, &dl);
+		dl.tv_nsec += LK_POLL_NS;
+		if (dl.tv_nsec >= 1000000000L) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000L;
+		}
+		struct kp_futex_waitv w = { val, (uintptr_t)word, 2 /* FUTEX2_SIZE_U32, shared */, 0 };
+		if (syscall(SYS_futex_waitv, &w, 1, 0, &dl, CLOCK_MONOTONIC) >= 0 || errno == EAGAIN ||
+		    errno == ETIMEDOUT)
+			return 0;
+		if (errno == EINTR)
+			return -EINTR;
+		__atomic_store_n(&no_waitv, 1, __ATOMIC_RELAXED); /* before 5.16, or filtered */
+	}
+	/* A relative FUTEX_WAIT fails with EINTR after any handler, even an
+	 * SA_RESTART one, and which signal came is unknown: EINTR if any
+	 * handler could have asked for it (old kernels only). */
+	struct timespec rel = { 0, LK_POLL_NS };
+	if (syscall(SYS_futex, word, FUTEX_WAIT, val, &rel, NULL, 0) < 0 && errno == EINTR &&
+	    intr_among(NULL, caller_mask))
+		return -EINTR;
+	return 0;
+}
+
+static int lock_wait(struct lk_table *t, int m, const struct req *q, int wait)
+{
+	sigset_t all, caller;
+	if (wait) {
+		/* Blocked while the table is examined: a signal arriving then is
+		 * judged by pending_intr() instead of being lost. */
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &caller);
+	}
+	int w = -1, r;
+	for (;;) {
+		tlock(t);
+		int32_t on = 0;
+		r = try_lock(t, m, q, NULL, 0, wait ? &on : NULL);
+		if (r != -EAGAIN || !wait) {
+			waiter_clear(t, w);
+			tunlock(t);
+			break;
+		}
+		if (q->kind == K_POSIX)
+			w = waiter_set(t, w, on);
+		uint32_t seq = __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE);
+		__atomic_add_fetch(&t->sleepers, 1, __ATOMIC_ACQ_REL);
+		tunlock(t);
+		if (pending_intr(&caller)) {
+			r = -EINTR;
+		} else {
+			pthread_sigmask(SIG_SETMASK, &caller, NULL);
+			r = lk_sleep(&t->seq, seq, &caller);
+			pthread_sigmask(SIG_BLOCK, &all, NULL);
+		}
+		__atomic_sub_fetch(&t->sleepers, 1, __ATOMIC_ACQ_REL);
+		if (r == -EINTR) {
+			tlock(t);
+			waiter_clear(t, w);
+			tunlock(t);
+			break;
+		}
+	}
+	if (wait)
+		pthread_sigmask(SIG_SETMASK, &caller, NULL); /* a pending handler runs now */
 	return r;
 }
 
-static int lock_wait(struct lk_table *t, uint64_t ino, int kind, uint64_t tok, uint64_t id, int type, int64_t s,
-		     int64_t e, int wait)
-{
-	long ns = 200000;
-	for (;;) {
-		int r = try_lock(t, ino, kind, tok, id, type, s, e, NULL, 0);
-		if (r != -EAGAIN || !wait)
-			return r;
-		/* Polling keeps the table free of per-waiter state a dead
-		 * waiter could leave behind; the backoff caps at 10 ms. */
-		struct timespec ts = { 0, ns };
-		nanosleep(&ts, NULL);
-		if (ns < 10000000)
-			ns *= 2;
-	}
-}
+/* ---- entry points ------------------------------------------------------ */
 
 int kp_lock_fcntl(int fd, struct kp_fd *e, int cmd, struct flock *fl)
 {
@@ -267,45 +669,56 @@ int kp_lock_fcntl(int fd, struct kp_fd *e, int cmd, struct flock *fl)
 	default:
 		return (int)kp_ret(-EINVAL);
 	}
+	if (base < 0)
+		return (int)kp_ret(base);
+	/* Linux's checks and errors (flock_to_posix_lock). */
+	if (fl->l_start > INT64_MAX - base)
+		return (int)kp_ret(-EOVERFLOW);
 	int64_t s = base + fl->l_start, en;
+	if (s < 0)
+		return (int)kp_ret(-EINVAL);
 	if (fl->l_len > 0) {
+		if (fl->l_len - 1 > INT64_MAX - s)
+			return (int)kp_ret(-EOVERFLOW);
 		en = s + fl->l_len - 1;
 	} else if (fl->l_len == 0) {
 		en = INT64_MAX;
 	} else {
 		en = s - 1;
 		s += fl->l_len;
+		if (s < 0)
+			return (int)kp_ret(-EINVAL);
 	}
-	if (s < 0)
-		return (int)kp_ret(-EINVAL);
-	struct lk_table *t = table(e->mnt);
+	struct lk_table *t = table(e->mnt, 1);
 	if (!t)
 		return (int)kp_ret(-ENOLCK);
 	int64_t ino = kura_fd_ino(fs, e->kfd);
 	if (ino < 0)
 		return (int)kp_ret(ino);
-	int kind = ofd ? K_OFD : K_POSIX;
-	uint64_t tok = ofd ? table_token(e->mnt) : 0;
-	uint64_t id = ofd ? (uint64_t)kura_fd_export(fs, e->kfd) : (uint64_t)kp_pid;
+	long id = ofd ? kura_fd_export(fs, e->kfd) : (long)kp_pid;
+	if (id < 0)
+		return (int)kp_ret(id);
+	struct req q = { (uint64_t)ino, ofd ? table_token(e->mnt) : 0, (uint64_t)id, s, en, ofd ? K_OFD : K_POSIX,
+			 t_of(fl->l_type) };
 	if (getlk) {
 		struct lk who;
-		int r = try_lock(t, (uint64_t)ino, kind, tok, id, fl->l_type, s, en, &who, 1);
+		tlock(t);
+		int r = try_lock(t, e->mnt, &q, &who, 1, NULL);
+		tunlock(t);
 		if (r == 0) {
 			fl->l_type = F_UNLCK;
 			return 0;
 		}
 		if (r != -EAGAIN)
 			return (int)kp_ret(r);
-		fl->l_type = who.type;
+		fl->l_type = who.type == T_WR ? F_WRLCK : F_RDLCK;
 		fl->l_whence = SEEK_SET;
 		fl->l_start = who.start;
 		fl->l_len = who.end == INT64_MAX ? 0 : who.end - who.start + 1;
 		fl->l_pid = who.kind == K_POSIX ? who.pid : -1;
 		return 0;
 	}
-	if (!ofd)
-		__atomic_store_n(&used_locks, 1, __ATOMIC_RELAXED);
-	return (int)kp_ret(lock_wait(t, (uint64_t)ino, kind, tok, id, fl->l_type, s, en, wait));
+	return (int)kp_ret(lock_wait(t, e->mnt, &q, wait));
 }
 
 int kp_lock_flock(int fd, struct kp_fd *e, int op)
@@ -319,14 +732,17 @@ int kp_lock_flock(int fd, struct kp_fd *e, int op)
 	case LOCK_UN: type = F_UNLCK; break;
 	default: return (int)kp_ret(-EINVAL);
 	}
-	struct lk_table *t = table(e->mnt);
+	struct lk_table *t = table(e->mnt, 1);
 	if (!t)
 		return (int)kp_ret(-ENOLCK);
 	int64_t ino = kura_fd_ino(fs, e->kfd);
 	if (ino < 0)
 		return (int)kp_ret(ino);
-	int r = lock_wait(t, (uint64_t)ino, K_FLOCK, table_token(e->mnt), (uint64_t)kura_fd_export(fs, e->kfd), type, 0,
-			  INT64_MAX, !(op & LOCK_NB));
+	long id = kura_fd_export(fs, e->kfd);
+	if (id < 0)
+		return (int)kp_ret(id);
+	struct req q = { (uint64_t)ino, table_token(e->mnt), (uint64_t)id, 0, INT64_MAX, K_FLOCK, t_of(type) };
+	int r = lock_wait(t, e->mnt, &q, !(op & LOCK_NB));
 	return (int)kp_ret(r == -EAGAIN ? -EWOULDBLOCK : r);
 }
 
@@ -345,28 +761,141 @@ static void find_desc(int fd, struct kp_fd *e, void *arg)
 /* Called with the descriptor about to close (table lock held). */
 void kp_lock_close(int fd, struct kp_fd *e)
 {
-	struct lk_table *t = __atomic_load_n(&tables[e->mnt], __ATOMIC_ACQUIRE);
-	if (!t)
-		return;
-	kura_fs *fs = kp_mounts[e->mnt].fs;
+	int m = e->mnt;
+	struct lk_table *t = __atomic_load_n(&tables[m], __ATOMIC_ACQUIRE);
+	if (!t) {
+		/* A new image may hold locks (or a holder slot) from before its
+		 * exec without having mapped the table yet: look once. */
+		if (probed[m])
+			return;
+		probed[m] = 1;
+		if (!(t = table(m, 0)))
+			return;
+	}
+	kura_fs *fs = kp_mounts[m].fs;
 	int64_t ino = kura_fd_ino(fs, e->kfd);
 	if (ino < 0)
 		return;
 	long id = kura_fd_export(fs, e->kfd);
-	struct same_desc sd = { id, e->mnt, fd, 0 };
-	kp_foreach(find_desc, &sd);
-	uint64_t tok = sd.found ? 0 : table_token(e->mnt);
+	uint64_t tok = table_token(m);
 	tlock(t);
-	for (int i = 0; i < LK_MAX; i++) {
+	int mine = id >= 0 && id < LK_IDS ? slot_mine(t, m, tok, 0) : -1, ours = 0;
+	for (uint32_t i = 0; i < t->hi; i++) {
 		struct lk *r = &t->rec[i];
 		if (!r->type || r->ino != (uint64_t)ino)
 			continue;
 		/* POSIX: any close of the file drops the process's locks on it. */
 		if (r->kind == K_POSIX && r->id == (uint64_t)kp_pid)
-			r->type = 0;
-		/* OFD and flock: the last descriptor of the description here. */
-		else if (!sd.found && r->kind != K_POSIX && r->tok == tok && r->id == (uint64_t)id)
-			r->type = 0;
+			drop(t, r);
+		else if (r->kind != K_POSIX && r->tok == tok && r->id == (uint64_t)id)
+			ours = 1;
 	}
-	pthread_mutex_unlock(&t->mu);
+	if (!ours && (mine < 0 || !(t->held[mine][id / 64] >> (id % 64) & 1))) {
+		tunlock(t); /* the common case: no lock and no holder bit to look after */
+		return;
+	}
+	/* Whether this was our last descriptor of the description.  (Engine
+	 * calls under the table's mutex: the engine never calls back here.) */
+	struct same_desc sd = { id, m, fd, 0 };
+	kp_foreach(find_desc, &sd);
+	if (sd.found) {
+		tunlock(t);
+		return;
+	}
+	if (mine >= 0)
+		t->held[mine][id / 64] &= ~(1ull << (id % 64));
+	/* OFD and flock: gone with the last descriptor of the description anywhere. */
+	if (ours && (id >= LK_IDS || !desc_held(t, tok, (uint64_t)id)))
+		for (uint32_t i = 0; i < t->hi; i++) {
+			struct lk *r = &t->rec[i];
+			if (r->type && r->kind != K_POSIX && r->tok == tok && r->id == (uint64_t)id)
+				drop(t, r);
+		}
+	tunlock(t);
+}
+
+/* ---- fork -------------------------------------------------------------- */
+
+struct publish {
+	struct lk_table *t;
+	int mnt, slot, n;
+};
+
+static void publish_desc(int fd, struct kp_fd *e, void *arg)
+{
+	(void)fd;
+	struct publish *p = arg;
+	if (e->mnt != p->mnt)
+		return;
+	long id = kura_fd_export(kp_mounts[e->mnt].fs, e->kfd);
+	if (id >= 0)
+		bit_set(p->t, p->slot, (uint64_t)id);
+	p->n++;
+}
+
+static void count_desc(int fd, struct kp_fd *e, void *arg)
+{
+	(void)fd;
+	struct publish *p = arg;
+	p->n += e->mnt == p->mnt;
+}
+
+/* Before fork (descriptor table locked): publish every description this
+ * process holds, for itself and, in a slot the child will claim, for the
+ * child, so that the descriptions are known held from the fork on. */
+void kp_lock_fork_prepare(void)
+{
+	fork_parent_pid = kp_pid;
+	for (int m = 0; m < kp_nmounts; m++) {
+		fork_slot[m] = 0;
+		if (!kp_mounts[m].fs)
+			continue;
+		struct publish p = { NULL, m, -1, 0 };
+		kp_foreach(count_desc, &p);
+		if (!p.n || !(p.t = table(m, 1)))
+			continue;
+		uint64_t tok = table_token(m);
+		tlock(p.t);
+		p.slot = slot_mine(p.t, m, tok, 1);
+		if (p.slot >= 0) {
+			kp_foreach(publish_desc, &p);
+			int c = slot_new(p.t, p.slot);
+			if (c >= 0) {
+				memcpy(p.t->held[c], p.t->held[p.slot], sizeof p.t->held[c]);
+				p.t->proc[c].pid = 0;
+				p.t->proc[c].parent = kp_pid;
+				p.t->proc[c].tok = tok;
+				fork_slot[m] = c + 1;
+			}
+		}
+		tunlock(p.t);
+	}
+}
+
+/* In the parent after fork: the child's slot is the child's to claim (a
+ * failed fork leaves it counted for as long as the parent lives). */
+void kp_lock_fork_parent(void)
+{
+	for (int m = 0; m < KP_MAX_MOUNTS; m++)
+		fork_slot[m] = 0;
+}
+
+/* In the child, kp_pid already refreshed. */
+void kp_lock_fork_child(void)
+{
+	for (int m = 0; m < KP_MAX_MOUNTS; m++) {
+		my_slot[m] = 0;
+		int c = fork_slot[m] - 1;
+		fork_slot[m] = 0;
+		struct lk_table *t = tables[m];
+		if (c < 0 || !t)
+			continue;
+		tlock(t);
+		if (!t->proc[c].pid && t->proc[c].parent == fork_parent_pid) {
+			t->proc[c].pid = kp_pid;
+			t->proc[c].parent = 0;
+			my_slot[m] = c + 1;
+		}
+		tunlock(t);
+	}
 }

@@ -2,10 +2,11 @@
  * names.c — calls that take paths: stat family, access, create/remove,
  * rename/link/symlink, metadata, file-system info, temporary names.
  *
- * Each resolves its path(s) with kp_resolve; kernel paths go to libc as
+ * Each classifies its path(s) with kp_classify; kernel paths go to libc as
  * given (or in absolute form when they were relative to a virtual cwd and
  * left the prefix).  A call whose two paths lie on different sides fails
- * with EXDEV, as across two kernel mounts.
+ * with EXDEV, as across two kernel mounts.  A kura path that leaves the
+ * pool through a symlink is tried again where it leads (KP_ENGINE).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -27,13 +28,25 @@ mode_t kp_umask(void);
 int kp_statvfs_mnt(int m, struct statvfs *sv);
 void kp_to_statfs(const struct statvfs *sv, struct statfs *sf);
 
+/* kp_again is where KP_ENGINE starts the call over once the path has left
+ * the pool through a symlink and kp names where it went. */
 #define RESOLVE(dirfd, path, kp)                                  \
 	struct kp_path kp;                                        \
 	do {                                                      \
-		int r_ = kp_resolve((dirfd), (path), &kp);        \
+		int r_ = kp_classify((dirfd), (path), &kp);       \
 		if (r_)                                           \
 			return (int)kp_ret(r_);                   \
-	} while (0)
+	} while (0);                                              \
+	kp##_again: __attribute__((unused))
+/* The engine's result for kp; on KURA_ESCAPED the wrapper runs again on the
+ * side the host path lies (follow: the call follows a final symlink). */
+#define KP_ENGINE(kp, follow, call)                                                          \
+	({                                                                                   \
+		long e_ = (call);                                                            \
+		if (__builtin_expect(e_ == KURA_ESCAPED, 0) && !(e_ = kp_escape(&(kp), (follow)))) \
+			goto kp##_again;                                                     \
+		e_;                                                                          \
+	})
 #define KFS(kp)                                                   \
 	kura_fs *fs = kp_fs((kp).mnt);                            \
 	if (!fs)                                                  \
@@ -51,7 +64,8 @@ static int kstatat(int dirfd, const char *path, struct stat *st, int flags, int 
 	if (kp.where != KP_KURA)
 		return realf(KDIR(kp, dirfd), kp.p, st, flags);
 	KFS(kp);
-	return (int)kp_ret(kura_fstatat(fs, kp.kdirfd, kp.p, st, flags & (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH)));
+	return (int)kp_ret(KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW),
+				     kura_fstatat(fs, kp.kdirfd, kp.p, st, flags & (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))));
 }
 
 static int real_fstatat(int d, const char *p, struct stat *st, int fl) { return REAL(fstatat)(d, p, st, fl); }
@@ -83,7 +97,8 @@ KP_EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask, struc
 		if (kp.where != KP_KURA)
 			return REAL(statx)(KDIR(kp, dirfd), kp.p, flags, mask, sx);
 		KFS(kp);
-		r = (int)kp_ret(kura_fstatat(fs, kp.kdirfd, kp.p, &st, flags & (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH)));
+		r = (int)kp_ret(KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW),
+					  kura_fstatat(fs, kp.kdirfd, kp.p, &st, flags & (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))));
 	}
 	if (r < 0)
 		return r;
@@ -116,7 +131,9 @@ KP_EXPORT int faccessat(int dirfd, const char *path, int mode, int flags)
 	if (kp.where != KP_KURA)
 		return REAL(faccessat)(KDIR(kp, dirfd), kp.p, mode, flags);
 	KFS(kp);
-	return (int)kp_ret(kura_faccessat(fs, kp.kdirfd, kp.p, mode, flags & (AT_SYMLINK_NOFOLLOW | AT_EACCESS | AT_EMPTY_PATH)));
+	return (int)kp_ret(KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW),
+				     kura_faccessat(fs, kp.kdirfd, kp.p, mode,
+						    flags & (AT_SYMLINK_NOFOLLOW | AT_EACCESS | AT_EMPTY_PATH))));
 }
 KP_EXPORT int access(const char *p, int mode)
 {
@@ -142,7 +159,7 @@ KP_EXPORT int mkdirat(int dirfd, const char *path, mode_t mode)
 	if (kp.where != KP_KURA)
 		return REAL(mkdirat)(KDIR(kp, dirfd), kp.p, mode);
 	KFS(kp);
-	return (int)kp_ret(kura_mkdirat(fs, kp.kdirfd, kp.p, mode & ~kp_umask()));
+	return (int)kp_ret(KP_ENGINE(kp, 0, kura_mkdirat(fs, kp.kdirfd, kp.p, mode & ~kp_umask())));
 }
 KP_EXPORT int mkdir(const char *p, mode_t mode)
 {
@@ -158,7 +175,7 @@ KP_EXPORT int unlinkat(int dirfd, const char *path, int flags)
 	if (kp.where != KP_KURA)
 		return REAL(unlinkat)(KDIR(kp, dirfd), kp.p, flags);
 	KFS(kp);
-	return (int)kp_ret(kura_unlinkat(fs, kp.kdirfd, kp.p, flags));
+	return (int)kp_ret(KP_ENGINE(kp, 0, kura_unlinkat(fs, kp.kdirfd, kp.p, flags)));
 }
 KP_EXPORT int unlink(const char *p)
 {
@@ -193,7 +210,8 @@ KP_EXPORT int mknodat(int dirfd, const char *path, mode_t mode, dev_t dev)
 	KFS(kp);
 	if ((mode & S_IFMT) == 0)
 		mode |= S_IFREG;
-	return (int)kp_ret(kura_mknodat(fs, kp.kdirfd, kp.p, (mode & S_IFMT) | (mode & 07777 & ~kp_umask())));
+	return (int)kp_ret(
+		KP_ENGINE(kp, 0, kura_mknodat(fs, kp.kdirfd, kp.p, (mode & S_IFMT) | (mode & 07777 & ~kp_umask()))));
 }
 KP_EXPORT int mknod(const char *p, mode_t m, dev_t d) { return mknodat(AT_FDCWD, p, m, d); }
 KP_EXPORT int __xmknod(int v, const char *p, mode_t m, dev_t *d) { (void)v; return mknodat(AT_FDCWD, p, m, *d); }
@@ -202,6 +220,28 @@ KP_EXPORT int mkfifoat(int d, const char *p, mode_t m) { return mknodat(d, p, S_
 KP_EXPORT int mkfifo(const char *p, mode_t m) { return mkfifoat(AT_FDCWD, p, m); }
 
 /* ---- two-path calls ---- */
+
+/* A two-path call left the pool: each name whose own walk leaves it (its
+ * last component not followed, as rename and link act on names, unless
+ * follow_a for a's) becomes the host path it leads to.  -EXDEV if neither
+ * does alone (a followed last component of a led out of the pool while b
+ * is in it). */
+static int escape_pair(kura_fs *fs, struct kp_path *a, int follow_a, struct kp_path *b)
+{
+	int any = 0;
+	struct kp_path *side[2] = { a, b };
+	for (int i = 0; i < 2; i++) {
+		struct stat st;
+		int fl = i == 0 && follow_a ? 0 : AT_SYMLINK_NOFOLLOW;
+		if (side[i]->where != KP_KURA || kura_fstatat(fs, side[i]->kdirfd, side[i]->p, &st, fl) != KURA_ESCAPED)
+			continue;
+		int r = kp_escape(side[i], !fl);
+		if (r)
+			return r;
+		any = 1;
+	}
+	return any ? 0 : -EXDEV;
+}
 
 KP_EXPORT int renameat2(int od, const char *op, int nd, const char *np, unsigned flags)
 {
@@ -212,7 +252,10 @@ KP_EXPORT int renameat2(int od, const char *op, int nd, const char *np, unsigned
 	if (a.where != KP_KURA || b.where != KP_KURA || a.mnt != b.mnt)
 		return (int)kp_ret(-EXDEV);
 	KFS(a);
-	return (int)kp_ret(kura_renameat2(fs, a.kdirfd, a.p, b.kdirfd, b.p, flags));
+	int r = kura_renameat2(fs, a.kdirfd, a.p, b.kdirfd, b.p, flags);
+	if (r == KURA_ESCAPED && !(r = escape_pair(fs, &a, 0, &b)))
+		goto b_again; /* both names are resolved again on their new sides */
+	return (int)kp_ret(r);
 }
 KP_EXPORT int renameat(int od, const char *op, int nd, const char *np) { return renameat2(od, op, nd, np, 0); }
 KP_EXPORT int rename(const char *op, const char *np)
@@ -226,6 +269,15 @@ KP_EXPORT int rename(const char *op, const char *np)
 
 KP_EXPORT int linkat(int od, const char *op, int nd, const char *np, int flags)
 {
+	/* linkat(AT_FDCWD, "/proc/self/fd/N", ..., AT_SYMLINK_FOLLOW) is how
+	 * programs name an O_TMPFILE file without CAP_DAC_READ_SEARCH: it
+	 * links the descriptor's file, as AT_EMPTY_PATH does. */
+	int pfd = KP_NN(op) && (flags & AT_SYMLINK_FOLLOW) ? kp_procfd(op) : -1;
+	if (pfd >= 0) {
+		od = pfd;
+		op = "";
+		flags = (flags & ~AT_SYMLINK_FOLLOW) | AT_EMPTY_PATH;
+	}
 	RESOLVE(od, op, a);
 	RESOLVE(nd, np, b);
 	if (a.where != KP_KURA && b.where != KP_KURA)
@@ -233,7 +285,10 @@ KP_EXPORT int linkat(int od, const char *op, int nd, const char *np, int flags)
 	if (a.where != KP_KURA || b.where != KP_KURA || a.mnt != b.mnt)
 		return (int)kp_ret(-EXDEV);
 	KFS(a);
-	return (int)kp_ret(kura_linkat(fs, a.kdirfd, a.p, b.kdirfd, b.p, flags));
+	int r = kura_linkat(fs, a.kdirfd, a.p, b.kdirfd, b.p, flags);
+	if (r == KURA_ESCAPED && !(r = escape_pair(fs, &a, flags & AT_SYMLINK_FOLLOW, &b)))
+		goto b_again;
+	return (int)kp_ret(r);
 }
 KP_EXPORT int link(const char *op, const char *np)
 {
@@ -250,7 +305,7 @@ KP_EXPORT int symlinkat(const char *target, int dirfd, const char *path)
 	if (kp.where != KP_KURA)
 		return REAL(symlinkat)(target, KDIR(kp, dirfd), kp.p);
 	KFS(kp);
-	return (int)kp_ret(kura_symlinkat(fs, target, kp.kdirfd, kp.p));
+	return (int)kp_ret(KP_ENGINE(kp, 0, kura_symlinkat(fs, target, kp.kdirfd, kp.p)));
 }
 KP_EXPORT int symlink(const char *target, const char *p)
 {
@@ -264,9 +319,15 @@ KP_EXPORT ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t n)
 {
 	int pfd = KP_NN(path) ? kp_procfd(path) : -1;
 	if (pfd >= 0) {
-		/* What the kernel shows for a descriptor: the path it was opened by. */
+		/* What the kernel shows for a descriptor: the path it was opened
+		 * by, marked as Linux marks a file unlinked since. */
 		struct kp_fd *e = kp_get(pfd);
 		const char *s = e && e->path ? e->path : "kura:(unknown)";
+		char del[PATH_MAX + 16];
+		struct stat st;
+		if (e && e->path && kura_fstat(kp_fs(e->mnt), e->kfd, &st) == 0 && st.st_nlink == 0 &&
+		    snprintf(del, sizeof del, "%s (deleted)", e->path) < (int)sizeof del)
+			s = del;
 		size_t l = strlen(s);
 		if (l > n)
 			l = n;
@@ -277,7 +338,7 @@ KP_EXPORT ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t n)
 	if (kp.where != KP_KURA)
 		return REAL(readlinkat)(KDIR(kp, dirfd), kp.p, buf, n);
 	KFS(kp);
-	return kp_ret(kura_readlinkat(fs, kp.kdirfd, kp.p, buf, n));
+	return kp_ret(KP_ENGINE(kp, 0, kura_readlinkat(fs, kp.kdirfd, kp.p, buf, n)));
 }
 KP_EXPORT ssize_t readlink(const char *p, char *buf, size_t n)
 {
@@ -297,7 +358,7 @@ KP_EXPORT int fchmodat(int dirfd, const char *path, mode_t mode, int flags)
 	if (kp.where != KP_KURA)
 		return REAL(fchmodat)(KDIR(kp, dirfd), kp.p, mode, flags);
 	KFS(kp);
-	return (int)kp_ret(kura_fchmodat(fs, kp.kdirfd, kp.p, mode, flags));
+	return (int)kp_ret(KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW), kura_fchmodat(fs, kp.kdirfd, kp.p, mode, flags)));
 }
 KP_EXPORT int chmod(const char *p, mode_t m)
 {
@@ -314,7 +375,7 @@ KP_EXPORT int fchownat(int dirfd, const char *path, uid_t u, gid_t g, int flags)
 	if (kp.where != KP_KURA)
 		return REAL(fchownat)(KDIR(kp, dirfd), kp.p, u, g, flags);
 	KFS(kp);
-	return (int)kp_ret(kura_fchownat(fs, kp.kdirfd, kp.p, u, g, flags));
+	return (int)kp_ret(KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW), kura_fchownat(fs, kp.kdirfd, kp.p, u, g, flags)));
 }
 KP_EXPORT int chown(const char *p, uid_t u, gid_t g)
 {
@@ -339,7 +400,7 @@ KP_EXPORT int utimensat(int dirfd, const char *path, const struct timespec t[2],
 	if (kp.where != KP_KURA)
 		return REAL(utimensat)(KDIR(kp, dirfd), kp.p, t, flags);
 	KFS(kp);
-	return (int)kp_ret(kura_utimensat(fs, kp.kdirfd, kp.p, t, flags));
+	return (int)kp_ret(KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW), kura_utimensat(fs, kp.kdirfd, kp.p, t, flags)));
 }
 
 static int tv_utimes(int dirfd, const char *p, const struct timeval tv[2], int flags)
@@ -376,7 +437,7 @@ KP_EXPORT int truncate(const char *p, off_t len)
 	if (kp.where != KP_KURA)
 		return REAL(truncate)(kp.p, len);
 	KFS(kp);
-	return (int)kp_ret(kura_truncateat(fs, kp.kdirfd, kp.p, len));
+	return (int)kp_ret(KP_ENGINE(kp, 1, kura_truncateat(fs, kp.kdirfd, kp.p, len)));
 }
 KP_EXPORT int truncate64(const char *p, off_t len) { return truncate(p, len); }
 
@@ -387,8 +448,9 @@ KP_EXPORT int statvfs(const char *p, struct statvfs *sv)
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
 		return REAL(statvfs)(kp.p, sv);
+	KFS(kp);
 	struct stat st;
-	if (stat(p, &st) < 0)
+	if (kp_ret(KP_ENGINE(kp, 1, kura_fstatat(fs, kp.kdirfd, kp.p, &st, 0))) < 0)
 		return -1;
 	return kp_statvfs_mnt(kp.mnt, sv);
 }
@@ -398,8 +460,10 @@ KP_EXPORT int statfs(const char *p, struct statfs *sf)
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
 		return REAL(statfs)(kp.p, sf);
+	KFS(kp);
+	struct stat st;
 	struct statvfs sv;
-	if (statvfs(p, &sv) < 0)
+	if (kp_ret(KP_ENGINE(kp, 1, kura_fstatat(fs, kp.kdirfd, kp.p, &st, 0))) < 0 || kp_statvfs_mnt(kp.mnt, &sv) < 0)
 		return -1;
 	kp_to_statfs(&sv, sf);
 	return 0;
@@ -428,8 +492,9 @@ KP_EXPORT long pathconf(const char *p, int name)
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
 		return REAL(pathconf)(kp.p, name);
+	KFS(kp);
 	struct stat st;
-	if (stat(p, &st) < 0)
+	if (kp_ret(KP_ENGINE(kp, 1, kura_fstatat(fs, kp.kdirfd, kp.p, &st, 0))) < 0)
 		return -1;
 	return kura_conf(name);
 }
@@ -543,8 +608,8 @@ static int make_dir(const char *p, int unused)
 
 static int is_kura_path(const char *p)
 {
-	struct kp_path kp;
-	return kp_resolve(AT_FDCWD, p, &kp) == 0 && kp.where == KP_KURA;
+	struct kp_path kp; /* tmpname's open/mkdir follow symlinks out of the pool */
+	return kp_classify(AT_FDCWD, p, &kp) == 0 && kp.where == KP_KURA;
 }
 
 KP_EXPORT int mkostemps(char *t, int suffix, int flags)

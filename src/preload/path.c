@@ -128,9 +128,10 @@ static int join(char *dst, const char *a, const char *b)
 	return 0;
 }
 
-int kp_resolve(int dirfd, const char *path, struct kp_path *out)
+int kp_classify(int dirfd, const char *path, struct kp_path *out)
 {
 	kp_config();
+	out->hops = 0;
 	out->where = KP_KERNEL;
 	out->p = path;
 	out->host[0] = '\0';
@@ -217,6 +218,21 @@ int kp_resolve(int dirfd, const char *path, struct kp_path *out)
 	return classify_abs(out, 0);
 }
 
+/* "/proc/<pid>/fd/N": ours only for this process's own pid (another
+ * process's placeholders are not in our table). */
+static int procfd_of_pid(const char *s)
+{
+	char *end;
+	long pid = strtol(s, &end, 10);
+	if (pid != (long)getpid() || strncmp(end, "/fd/", 4) != 0)
+		return -1;
+	s = end + 4;
+	long fd = strtol(s, &end, 10);
+	if (end == s || *end || fd < 0 || fd > INT_MAX)
+		return -1;
+	return kp_get((int)fd) ? (int)fd : -1;
+}
+
 int kp_procfd(const char *path)
 {
 	const char *s;
@@ -224,6 +240,10 @@ int kp_procfd(const char *path)
 		s = path + 14;
 	else if (strncmp(path, "/dev/fd/", 8) == 0)
 		s = path + 8;
+	else if (strncmp(path, "/proc/thread-self/fd/", 21) == 0)
+		s = path + 21;
+	else if (strncmp(path, "/proc/", 6) == 0 && path[6] >= '1' && path[6] <= '9')
+		return procfd_of_pid(path + 6);
 	else if (strcmp(path, "/dev/stdin") == 0)
 		s = "0";
 	else if (strcmp(path, "/dev/stdout") == 0)
@@ -250,12 +270,21 @@ static int set_vcwd(const char *host)
 	return 0;
 }
 
+static int kura_realpath(const char *in, char *out);
+
 KP_EXPORT int chdir(const char *path)
 {
 	struct kp_path kp;
-	int r = kp_resolve(AT_FDCWD, path, &kp);
+	int r = kp_classify(AT_FDCWD, path, &kp);
 	if (r)
 		return (int)kp_ret(r);
+	char phys[PATH_MAX];
+	if (kp.where == KP_KURA && kp.host[0]) {
+		/* Linux's cwd is the directory itself, not the symlinks that led
+		 * there, and those may lead out of the pool. */
+		if ((r = kura_realpath(kp.host, phys)) || (r = kp_classify(AT_FDCWD, phys, &kp)))
+			return (int)kp_ret(r);
+	}
 	if (kp.where != KP_KURA) {
 		r = REAL(chdir)(kp.p);
 		if (r == 0) {
@@ -343,83 +372,155 @@ KP_EXPORT char *get_current_dir_name(void)
 	return strdup(kp_vcwd);
 }
 
-/* ---- realpath ---- */
+/* ---- symlinks across a prefix, and realpath ----
+ * The engine is mounted with the prefix as its host_prefix: it follows a
+ * symlink while it stays in the pool, and a target elsewhere (or a ".."
+ * above the pool's root) ends the call with KURA_ESCAPED and the host path
+ * left to resolve, where the call is then made.  The kernel would never
+ * come back from a host symlink that leads into a prefix, so such links
+ * met after an escape are followed here; every escape and every such link
+ * counts toward Linux's limit of 40, which ends loops through the host. */
 
-/* Resolves symlinks component by component inside the pool.  `in` is the
- * absolute normalised host path of a kura file; the result goes to out. */
-static int kura_realpath(int m, const char *in, char *out)
+#define KP_MAXHOPS 40
+
+/* Resolves the absolute path `path` one component at a time, as the
+ * kernel would.  whole (realpath): every symlink, through the wrappers so
+ * that both sides of a prefix are seen; `path` becomes the resolved path,
+ * or -errno.  !whole (after an escape): host components only, with the
+ * kernel's calls, until one lies under a prefix: then returns 1 with `path`
+ * = that component's path + the unresolved rest; else 0 with `path` left
+ * for the kernel (which also reports whatever is wrong with it).  follow:
+ * a symlink in the last component is followed (a trailing slash always). */
+static int walk_layers(char *path, int whole, int follow, int *hops)
 {
-	char todo[PATH_MAX], link[PATH_MAX], tmp[PATH_MAX];
-	size_t plen = kp_mounts[m].plen;
-	kura_fs *fs = kp_fs(m);
-	if (!fs)
-		return -errno;
-	snprintf(todo, sizeof todo, "%s", in + plen);
-	char done[PATH_MAX] = "";
-	int hops = 0;
+	char todo[PATH_MAX], done[PATH_MAX], link[PATH_MAX];
+	size_t tl = strlen(path), dl = 0;
+	if (tl >= sizeof todo)
+		return -ENAMETOOLONG;
+	memcpy(todo, path, tl + 1);
+	done[0] = '\0';
 	char *rest = todo;
-	while (*rest) {
+	for (;;) {
 		while (*rest == '/')
 			rest++;
 		if (!*rest)
 			break;
 		char *end = strchrnul(rest, '/');
 		size_t len = (size_t)(end - rest);
-		if (len == 2 && rest[0] == '.' && rest[1] == '.') {
-			char *s = strrchr(done, '/');
-			if (s)
-				*s = '\0';
-			rest = end;
-			continue;
-		}
+		const char *after = end;
+		while (*after == '/')
+			after++;
 		if (len == 1 && rest[0] == '.') {
 			rest = end;
 			continue;
 		}
-		size_t dl = strlen(done);
-		if (dl + 1 + len >= PATH_MAX)
+		if (len == 2 && rest[0] == '.' && rest[1] == '.') {
+			/* done holds no symlinks, so ".." is lexical there */
+			while (dl && done[dl - 1] != '/')
+				dl--;
+			if (dl)
+				dl--;
+			done[dl] = '\0';
+			rest = end;
+			continue;
+		}
+		if (dl + 1 + len >= sizeof done)
 			return -ENAMETOOLONG;
 		done[dl] = '/';
 		memcpy(done + dl + 1, rest, len);
 		done[dl + 1 + len] = '\0';
-		rest = end;
-		struct stat st;
-		int r = kura_lstat(fs, done, &st);
-		if (r < 0)
-			return r;
-		if (S_ISLNK(st.st_mode)) {
-			if (++hops > 40)
-				return -ELOOP;
-			ssize_t n = kura_readlink(fs, done, link, sizeof link - 1);
-			if (n < 0)
-				return (int)n;
-			link[n] = '\0';
-			done[dl] = '\0';
-			if (link[0] == '/') {
-				/* An absolute target is a host path: it may leave the pool. */
-				if (snprintf(tmp, sizeof tmp, "%s%s%s", link, *rest ? "/" : "", rest) >= (int)sizeof tmp)
-					return -ENAMETOOLONG;
-				kp_normalise(tmp);
-				int m2 = kp_mount_of(tmp);
-				if (m2 != m) {
-					char *r2 = realpath(tmp, out);
-					return r2 ? 0 : -errno;
-				}
-				snprintf(todo, sizeof todo, "%s", tmp + plen);
-				done[0] = '\0';
-			} else {
-				if (snprintf(tmp, sizeof tmp, "%s%s%s", link, *rest ? "/" : "", rest) >= (int)sizeof tmp)
-					return -ENAMETOOLONG;
-				snprintf(todo, sizeof todo, "%s", tmp);
-			}
-			rest = todo;
-		} else if (*rest && !S_ISDIR(st.st_mode)) {
-			return -ENOTDIR;
+		size_t el = strlen(end);
+		if (!whole && kp_mount_of(done) >= 0) {
+			if (dl + 1 + len + el >= PATH_MAX)
+				return -ENAMETOOLONG;
+			memcpy(path, done, dl + 1 + len);
+			memcpy(path + dl + 1 + len, end, el + 1);
+			return 1;
 		}
+		if (!*after && !*end && !follow)
+			break;
+		struct stat st;
+		int r = whole ? lstat(done, &st) : REAL(fstatat)(AT_FDCWD, done, &st, AT_SYMLINK_NOFOLLOW);
+		if (r < 0)
+			return whole ? -errno : 0;
+		if (S_ISLNK(st.st_mode)) {
+			if (++*hops > KP_MAXHOPS)
+				return -ELOOP;
+			ssize_t n = whole ? readlink(done, link, sizeof link) : REAL(readlink)(done, link, sizeof link);
+			if (n <= 0)
+				return !whole ? 0 : n < 0 ? -errno : -ENOENT;
+			if ((size_t)n + el >= sizeof link)
+				return -ENAMETOOLONG;
+			memcpy(link + n, end, el + 1); /* target + the rest */
+			memcpy(todo, link, (size_t)n + el + 1);
+			rest = todo;
+			if (link[0] == '/')
+				dl = 0;
+			done[dl] = '\0';
+			continue;
+		}
+		if (*end && !S_ISDIR(st.st_mode))
+			return whole ? -ENOTDIR : 0;
+		dl += 1 + len;
+		rest = end;
 	}
-	if (snprintf(out, PATH_MAX, "%s%s", kp_mounts[m].prefix, done) >= PATH_MAX)
-		return -ENAMETOOLONG;
+	if (whole) {
+		if (!dl)
+			done[dl++] = '/';
+		memcpy(path, done, dl);
+		path[dl] = '\0';
+	}
 	return 0;
+}
+
+int kp_escape(struct kp_path *kp, int follow)
+{
+	if (++kp->hops > KP_MAXHOPS)
+		return -ELOOP;
+	const char *h = kura_escaped_path();
+	size_t l = strlen(h);
+	if (l >= sizeof kp->buf)
+		return -ENAMETOOLONG;
+	memcpy(kp->buf, h, l + 1);
+	int r = walk_layers(kp->buf, 0, follow, &kp->hops);
+	if (r < 0)
+		return r;
+	kp->host[0] = '\0';
+	if (r == 0) {
+		/* As it stands: the kernel resolves its ".." and host symlinks. */
+		kp->where = KP_KERNEL_ABS;
+		kp->p = kp->buf;
+		return 0;
+	}
+	kp_normalise(kp->buf);
+	return classify_abs(kp, 0);
+}
+
+int kp_resolve(int dirfd, const char *path, struct kp_path *out)
+{
+	int r = kp_classify(dirfd, path, out);
+	while (!r && out->where == KP_KURA) {
+		/* One more walk, for callers that hand kp.p on without an
+		 * engine call of their own to report the escape. */
+		kura_fs *fs = kp_fs(out->mnt);
+		struct stat st;
+		if (!fs || kura_fstatat(fs, out->kdirfd, out->p, &st, 0) != KURA_ESCAPED)
+			break;
+		r = kp_escape(out, 1);
+	}
+	return r;
+}
+
+/* The physical path of `in`, an absolute normalised host path of a kura
+ * file, as Linux's realpath would find it: out may lie outside the pool. */
+static int kura_realpath(const char *in, char *out)
+{
+	int hops = 0;
+	size_t l = strlen(in);
+	if (l >= PATH_MAX)
+		return -ENAMETOOLONG;
+	memcpy(out, in, l + 1);
+	return walk_layers(out, 1, 1, &hops);
 }
 
 KP_EXPORT char *realpath(const char *path, char *resolved)
@@ -429,7 +530,7 @@ KP_EXPORT char *realpath(const char *path, char *resolved)
 		return NULL;
 	}
 	struct kp_path kp;
-	int r = kp_resolve(AT_FDCWD, path, &kp);
+	int r = kp_classify(AT_FDCWD, path, &kp);
 	if (r) {
 		errno = -r;
 		return NULL;
@@ -437,7 +538,7 @@ KP_EXPORT char *realpath(const char *path, char *resolved)
 	if (kp.where != KP_KURA || !kp.host[0])
 		return REAL(realpath)(kp.p, resolved);
 	char out[PATH_MAX];
-	r = kura_realpath(kp.mnt, kp.host, out);
+	r = kura_realpath(kp.host, out);
 	if (r) {
 		errno = -r;
 		return NULL;

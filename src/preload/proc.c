@@ -10,16 +10,21 @@
  * virtual cwd and its kura descriptors.  Every exec wrapper rebuilds the
  * environment with LD_PRELOAD and KURA_* re-inserted (programs such as
  * `env -i` drop them) and KURA_INHERIT describing the descriptors:
- *   KURA_INHERIT=<mount>:<state fd>:<fd>=<id>,...;<mount>:...
- * Close-on-exec kura descriptors are closed first, since the kernel closes
- * only their placeholders.  The constructor of the new image (kp_inherit)
- * remaps the engine from the state memfd and adopts each id.
+ *   KURA_INHERIT=<mount>:<state fd>:<item>,...;<mount>:...
+ *   item: <fd>=<id>[@<percent-encoded path>]  a descriptor to adopt
+ *         x<id>                             a close-on-exec one to drop
+ * The kernel closes only the placeholders of close-on-exec descriptors, and
+ * only if the exec succeeds; so their engine descriptors are kept (hidden)
+ * through the exec, the new image drops their references, and a failed
+ * exec puts them back.  The constructor of the new image (kp_inherit)
+ * remaps the engine from the state memfd and adopts or drops each id.
  *
  * glibc's system, popen and posix_spawn exec through internal calls, so
  * they are rebuilt on fork + our exec; only a posix_spawn with no kura
  * state to hand over goes to glibc (with the environment fixed up).
  */
 #define _GNU_SOURCE
+#include <elf.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -62,10 +67,119 @@ static int env_has(char *const *env, const char *name, size_t nl)
 	return 0;
 }
 
+/* A growable string (KURA_INHERIT can carry many paths). */
+struct sbuf {
+	char *p;
+	size_t len, cap;
+	int oom;
+};
+
+static void sb_add(struct sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_add(struct sbuf *b, const char *fmt, ...)
+{
+	for (int pass = 0; pass < 2 && !b->oom; pass++) {
+		va_list ap;
+		va_start(ap, fmt);
+		int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+		va_end(ap);
+		if (n < 0) {
+			b->oom = 1;
+			return;
+		}
+		if (b->p && b->len + (size_t)n < b->cap) {
+			b->len += (size_t)n;
+			return;
+		}
+		size_t cap = (b->cap ? b->cap * 2 : 1024) + (size_t)n;
+		char *q = realloc(b->p, cap);
+		if (!q) {
+			b->oom = 1;
+			return;
+		}
+		b->p = q;
+		b->cap = cap;
+	}
+}
+
+/* Paths travel percent-encoded: ',', ';', '@', '=' separate the list. */
+static void sb_add_path(struct sbuf *b, const char *path)
+{
+	for (const unsigned char *c = (const unsigned char *)path; *c; c++) {
+		if ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+		    strchr("/._-+~", *c))
+			sb_add(b, "%c", *c);
+		else
+			sb_add(b, "%%%02X", *c);
+	}
+}
+
+static void decode_path(char *s)
+{
+	char *o = s;
+	for (; *s; s++) {
+		if (s[0] == '%' && s[1] && s[2]) {
+			char hex[3] = { s[1], s[2], 0 };
+			*o++ = (char)strtol(hex, NULL, 16);
+			s += 2;
+		} else {
+			*o++ = *s;
+		}
+	}
+	*o = '\0';
+}
+
+/* Close-on-exec kura descriptors while an exec is under way.  The kernel
+ * closes their placeholders only if the exec succeeds, and then nothing of
+ * this image runs any more; so they are hidden from the table (their
+ * locks dropped as at a close, since a successful exec closes them) but
+ * their engine descriptors stay, and the new image drops the references
+ * (KURA_INHERIT "x<id>").  A failed exec puts them back unchanged. */
+struct hidden {
+	int fd;
+	int kfd;
+	struct kp_fd *e;
+};
+static __thread struct hidden *hid;
+static __thread size_t nhid, caphid;
+
+static int hide(int fd, struct kp_fd *e)
+{
+	if (nhid == caphid) {
+		size_t cap = caphid ? caphid * 2 : 16;
+		struct hidden *h = realloc(hid, cap * sizeof *h);
+		if (!h)
+			return -1;
+		hid = h;
+		caphid = cap;
+	}
+	pthread_mutex_lock(kp_tab_lock());
+	kp_lock_close(fd, e);
+	/* One at a time, so a later descriptor of the same description sees
+	 * the earlier ones gone, as a sequence of closes would. */
+	__atomic_store_n(&e->used, 0, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(kp_tab_lock());
+	hid[nhid++] = (struct hidden){ fd, e->kfd, e };
+	return 0;
+}
+
+static void unhide_all(void)
+{
+	pthread_mutex_lock(kp_tab_lock());
+	for (size_t i = 0; i < nhid; i++) {
+		struct kp_fd *e = hid[i].e;
+		/* Unless another thread attached something to the number meanwhile. */
+		if (!e->used && e->kfd == hid[i].kfd)
+			__atomic_store_n(&e->used, 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(kp_tab_lock());
+	nhid = 0;
+}
+
 struct inh {
-	char buf[8192];
-	size_t len;
+	struct sbuf *b;
 	int mnt;
+	int any;
+	int keep_cloexec; /* hide close-on-exec descriptors (else close them now) */
 };
 
 static void add_fd(int fd, struct kp_fd *e, void *arg)
@@ -73,31 +187,84 @@ static void add_fd(int fd, struct kp_fd *e, void *arg)
 	struct inh *h = arg;
 	if (e->mnt != h->mnt)
 		return;
-	int cl = REAL(fcntl)(fd, F_GETFD);
-	if (cl < 0 || (cl & FD_CLOEXEC)) {
-		kp_release(fd); /* the kernel drops the placeholder at exec */
-		return;
-	}
 	long id = kura_fd_export(kp_mounts[e->mnt].fs, e->kfd);
 	if (id < 0)
 		return;
-	int n = snprintf(h->buf + h->len, sizeof h->buf - h->len, "%s%d=%ld",
-			 h->buf[h->len - 1] == ':' ? "" : ",", fd, id);
-	if (n > 0 && (size_t)n < sizeof h->buf - h->len)
-		h->len += (size_t)n;
+	int cl = REAL(fcntl)(fd, F_GETFD);
+	if (cl < 0 || (cl & FD_CLOEXEC)) {
+		if (!h->keep_cloexec || hide(fd, e) < 0) {
+			kp_release(fd); /* closed now: the kernel drops the placeholder at exec */
+			return;
+		}
+		sb_add(h->b, "%sx%ld", h->any++ ? "," : "", id);
+		return;
+	}
+	sb_add(h->b, "%s%d=%ld", h->any++ ? "," : "", fd, id);
+	/* Paths are a nicety (readlink): past 64 KiB they are left out, well
+	 * below the kernel's 128 KiB limit on one environment string. */
+	if (e->path && h->b->len < 65536) {
+		sb_add(h->b, "@");
+		sb_add_path(h->b, e->path);
+	}
 }
 
-/* The environment for a new image: envp plus what kura needs.  Closes the
+/* Will the new image run this layer?  Not if it is statically linked (no
+ * PT_INTERP) or set-id for someone else (LD_PRELOAD ignored): then nothing
+ * there would drop the references of close-on-exec descriptors, so they
+ * are closed before the exec, as a failed exec then cannot undo.  When in
+ * doubt (unreadable file), yes: the exec likely fails, and the descriptors
+ * must survive that.  path NULL or "": the file open as fd. */
+static int preloadable(int fd, const char *path)
+{
+	int own = 0;
+	if (path && *path) {
+		fd = REAL(openat)(fd, path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return 1;
+		own = 1;
+	}
+	struct stat st;
+	unsigned char b[1024];
+	ssize_t n = -1;
+	int yes = 1;
+	if (fstat(fd, &st) == 0) {
+		if (((st.st_mode & S_ISUID) && st.st_uid != geteuid()) || ((st.st_mode & S_ISGID) && st.st_gid != getegid()))
+			yes = 0;
+		else
+			n = pread(fd, b, sizeof b, 0);
+	}
+	if (yes && n >= (ssize_t)sizeof(Elf64_Ehdr) && !memcmp(b, ELFMAG, SELFMAG) && b[EI_CLASS] == ELFCLASS64) {
+		Elf64_Ehdr eh;
+		memcpy(&eh, b, sizeof eh);
+		yes = 0;
+		for (unsigned i = 0; i < eh.e_phnum && !yes; i++) {
+			uint64_t off = eh.e_phoff + (uint64_t)i * eh.e_phentsize;
+			Elf64_Phdr ph;
+			if (eh.e_phentsize < sizeof ph || off + sizeof ph > (uint64_t)n) {
+				yes = 1; /* headers beyond what was read: assume the common case */
+				break;
+			}
+			memcpy(&ph, b + off, sizeof ph);
+			yes = ph.p_type == PT_INTERP;
+		}
+	}
+	if (own)
+		REAL(close)(fd);
+	return yes;
+}
+
+/* The environment for a new image: envp plus what kura needs.  Hides the
  * close-on-exec kura descriptors (see above).  Returned array and strings
- * are leaked on success (exec replaces us) and freed on failure. */
-static char **build_env(char *const *envp, char **extra_out)
+ * are leaked on success (exec replaces us); exec_failed() frees the array
+ * and restores the descriptors. */
+static char **build_env(char *const *envp, int keep_cloexec)
 {
 	kp_config();
 	size_t n = 0;
 	while (envp && envp[n])
 		n++;
 	char **env = calloc(n + 12, sizeof *env);
-	char *inherit = NULL, *cwd = NULL, *preload = NULL;
+	char *cwd = NULL, *preload = NULL;
 	if (!env)
 		return NULL;
 	size_t k = 0;
@@ -123,68 +290,99 @@ static char **build_env(char *const *envp, char **extra_out)
 			env[k++] = saved_env[i];
 	if (kp_vcwd[0] && asprintf(&cwd, "KURA_CWD=%s", kp_vcwd) > 0)
 		env[k++] = cwd;
-	struct inh h;
-	strcpy(h.buf, "KURA_INHERIT=");
-	h.len = strlen(h.buf);
+	struct sbuf b = { 0 };
+	sb_add(&b, "KURA_INHERIT=");
+	size_t head = b.len;
 	for (int m = 0; m < kp_nmounts; m++) {
 		if (!kp_mounts[m].fs)
 			continue;
-		size_t mark = h.len;
-		int w = snprintf(h.buf + h.len, sizeof h.buf - h.len, "%s%d:%d:", mark > 13 ? ";" : "", m,
-				 kura_state_fd(kp_mounts[m].fs));
-		if (w <= 0 || (size_t)w >= sizeof h.buf - h.len)
-			break;
-		h.len += (size_t)w;
-		h.mnt = m;
+		size_t mark = b.len;
+		sb_add(&b, "%s%d:%d:", mark > head ? ";" : "", m, kura_state_fd(kp_mounts[m].fs));
+		struct inh h = { &b, m, 0, keep_cloexec };
 		kp_foreach(add_fd, &h);
-		if (h.buf[h.len - 1] == ':')
-			h.len = mark; /* nothing to hand over from this mount */
+		if (!h.any)
+			b.len = mark; /* nothing to hand over from this mount */
 		else /* the engine keeps it close-on-exec except for this hand-over */
 			REAL(fcntl)(kura_state_fd(kp_mounts[m].fs), F_SETFD, 0);
-		h.buf[h.len] = '\0';
+		if (b.p)
+			b.p[b.len] = '\0';
 	}
-	if (h.len > 13 && (inherit = strdup(h.buf)))
-		env[k++] = inherit;
+	if (b.oom) {
+		free(b.p);
+		free(env);
+		unhide_all();
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (b.len > head)
+		env[k++] = b.p; /* leaked with the rest on success */
+	else
+		free(b.p);
 	env[k] = NULL;
-	*extra_out = NULL;
-	(void)preload;
 	return env;
 }
 
-/* After a failed exec: the state memfds go back to close-on-exec. */
+/* Set once an exec failed with close-on-exec descriptors hidden: see _exit. */
+static int exec_came_back;
+
+/* After a failed exec: the state memfds go back to close-on-exec and the
+ * hidden descriptors come back. */
 static void exec_failed(char **env)
 {
 	int er = errno;
 	for (int m = 0; m < kp_nmounts; m++)
 		if (kp_mounts[m].fs)
 			REAL(fcntl)(kura_state_fd(kp_mounts[m].fs), F_SETFD, FD_CLOEXEC);
+	if (nhid)
+		__atomic_store_n(&exec_came_back, 1, __ATOMIC_RELAXED);
+	unhide_all();
 	free(env);
 	errno = er;
 }
 
-/* Executes a file stored in the pool: the kernel cannot read it, so its
- * bytes go to a memfd first (not close-on-exec: a script's interpreter
- * opens it again through /proc/self/fd). */
-static int exec_kura_file(const char *path, char *const argv[], char **env)
+static void release_fd(int fd, struct kp_fd *e, void *arg)
 {
-	int in = open(path, O_RDONLY | O_CLOEXEC);
-	if (in < 0)
-		return -1;
-	struct stat st;
-	if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(in);
-		errno = EACCES;
-		return -1;
-	}
-	if (access(path, X_OK) < 0) {
-		close(in);
-		return -1;
-	}
+	(void)e;
+	(void)arg;
+	kp_release(fd);
+}
+
+/* The usual end of a fork child whose exec failed is _exit(127).  Its
+ * close-on-exec descriptors, closed before the exec in earlier versions,
+ * are open again then; the kernel closes the placeholders at exit, but
+ * the engine's references would outlive the process (until the pool is
+ * next mounted alone), keeping unlinked files allocated.  So such a
+ * process lets go of all of them here.  Only then: the engine's locks are
+ * not async-signal-safe, and _exit is called from signal handlers. */
+static void exit_release(void)
+{
+	if (__atomic_load_n(&exec_came_back, __ATOMIC_RELAXED))
+		kp_foreach(release_fd, NULL);
+}
+
+KP_EXPORT void _exit(int status)
+{
+	exit_release();
+	REAL(_exit)(status);
+	__builtin_unreachable();
+}
+
+KP_EXPORT void _Exit(int status)
+{
+	exit_release();
+	REAL(_Exit)(status);
+	__builtin_unreachable();
+}
+
+/* A file stored in the pool cannot be executed by the kernel: its bytes go
+ * to a memfd first (not close-on-exec: a script's interpreter opens it
+ * again through /proc/self/fd).  Done before build_env hides close-on-exec
+ * descriptors, in is one of them.  Returns the memfd or -1. */
+static int memfd_of(int in)
+{
 	int mfd = memfd_create("exec-from-pool", 0);
-	if (mfd < 0) {
-		close(in);
+	if (mfd < 0)
 		return -1;
-	}
 	char buf[65536];
 	ssize_t r;
 	while ((r = read(in, buf, sizeof buf)) > 0)
@@ -192,16 +390,38 @@ static int exec_kura_file(const char *path, char *const argv[], char **env)
 			r = -1;
 			break;
 		}
-	close(in);
 	if (r < 0) {
+		int er = errno;
 		REAL(close)(mfd);
+		errno = er;
 		return -1;
 	}
+	return mfd;
+}
+
+static int kura_exec_memfd(const char *path)
+{
+	int in = open(path, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return -1;
+	struct stat st;
+	int mfd = -1;
+	if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode))
+		errno = EACCES;
+	else if (access(path, X_OK) == 0)
+		mfd = memfd_of(in);
+	int er = errno;
+	close(in);
+	errno = er;
+	return mfd;
+}
+
+static void exec_memfd(int mfd, char *const argv[], char **env)
+{
 	syscall(SYS_execveat, mfd, "", argv, env, AT_EMPTY_PATH);
 	int er = errno;
 	REAL(close)(mfd);
 	errno = er;
-	return -1;
 }
 
 KP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
@@ -210,12 +430,17 @@ KP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 	int r = kp_resolve(AT_FDCWD, path, &kp);
 	if (r)
 		return (int)kp_ret(r);
-	char *extra;
-	char **env = build_env(envp, &extra);
-	if (!env)
+	int mfd = -1;
+	if (kp.where == KP_KURA && (mfd = kura_exec_memfd(path)) < 0)
 		return -1;
-	if (kp.where == KP_KURA)
-		exec_kura_file(path, argv, env);
+	char **env = build_env(envp, mfd >= 0 ? preloadable(mfd, NULL) : preloadable(AT_FDCWD, kp.p));
+	if (!env) {
+		if (mfd >= 0)
+			REAL(close)(mfd);
+		return -1;
+	}
+	if (mfd >= 0)
+		exec_memfd(mfd, argv, env);
 	else
 		REAL(execve)(kp.p, argv, env);
 	exec_failed(env);
@@ -257,7 +482,10 @@ KP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 			cand[dl] = '/';
 			memcpy(cand + dl + 1, file, fl + 1);
 			struct stat st;
-			if (stat(cand, &st) == 0 && S_ISREG(st.st_mode)) {
+			int found = stat(cand, &st) == 0;
+			if (!found && errno == EACCES)
+				eacces = 1; /* as glibc: an unsearchable directory on the way */
+			if (found && S_ISREG(st.st_mode)) {
 				if (access(cand, X_OK) == 0) {
 					execve(cand, argv, envp);
 					if (errno == ENOEXEC) {
@@ -366,19 +594,36 @@ KP_EXPORT int execle(const char *path, const char *arg, ...)
 
 KP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	char *extra;
 	struct kp_fd *e = kp_get(fd);
 	if (e) {
-		if (!e->path)
-			return kp_unsupported("fexecve of a kura descriptor", ENOSYS);
-		char **env = build_env(envp, &extra);
-		if (env) {
-			exec_kura_file(e->path, argv, env);
-			exec_failed(env);
+		/* From the descriptor's own file (it may have no name left). */
+		struct stat st;
+		if (kura_fstat(kp_mounts[e->mnt].fs, e->kfd, &st) < 0 || !S_ISREG(st.st_mode) ||
+		    !(st.st_mode & 0111)) {
+			errno = EACCES;
+			return -1;
 		}
+		char proc[64];
+		snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+		int in = open(proc, O_RDONLY | O_CLOEXEC);
+		if (in < 0)
+			return -1;
+		int mfd = memfd_of(in);
+		int er = errno;
+		close(in);
+		errno = er;
+		if (mfd < 0)
+			return -1;
+		char **env = build_env(envp, preloadable(mfd, NULL));
+		if (!env) {
+			REAL(close)(mfd);
+			return -1;
+		}
+		exec_memfd(mfd, argv, env);
+		exec_failed(env);
 		return -1;
 	}
-	char **env = build_env(envp, &extra);
+	char **env = build_env(envp, preloadable(fd, NULL));
 	if (!env)
 		return -1;
 	REAL(fexecve)(fd, argv, env);
@@ -399,8 +644,8 @@ KP_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *co
 	}
 	if (kp_get(dirfd))
 		return kp_unsupported("execveat relative to a kura directory", ENOSYS);
-	char *extra;
-	char **env = build_env(envp, &extra);
+	int kdir = kp.where == KP_KERNEL ? dirfd : AT_FDCWD;
+	char **env = build_env(envp, preloadable(kdir, kp.p));
 	if (!env)
 		return -1;
 	syscall(SYS_execveat, kp.where == KP_KERNEL ? dirfd : AT_FDCWD, kp.p, argv, env, flags);
@@ -453,7 +698,8 @@ static int must_emulate(const posix_spawn_file_actions_t *fa)
 				struct kp_path kp;
 				const char *p = a[i].tag == do_open ? a[i].action.open_action.path
 								   : a[i].action.chdir_action.path;
-				any = kp_resolve(AT_FDCWD, p, &kp) == 0 && kp.where == KP_KURA;
+				/* a kura path leading out is opened by our wrappers too */
+				any = kp_classify(AT_FDCWD, p, &kp) == 0 && kp.where == KP_KURA;
 			}
 	}
 	return any;
@@ -464,8 +710,7 @@ static int spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t 
 {
 	kp_config();
 	if (!must_emulate(fa)) {
-		char *extra;
-		char **env = build_env(envp ? envp : environ, &extra);
+		char **env = build_env(envp ? envp : environ, 1); /* no kura descriptors here */
 		if (!env)
 			return errno;
 		int r = usepath ? REAL(posix_spawnp)(pid, path, fa, at, argv, env)
@@ -762,10 +1007,23 @@ void kp_inherit(void)
 		kp_set_fs((int)m, fs);
 		char *s2 = NULL;
 		for (char *it = strtok_r(list, ",", &s2); it; it = strtok_r(NULL, ",", &s2)) {
+			if (*it == 'x') {
+				/* A close-on-exec descriptor of the old image: the
+				 * exec succeeded, so its reference ends here. */
+				int kfd = kura_fd_import(fs, strtol(it + 1, NULL, 10));
+				if (kfd >= 0)
+					kura_close(fs, kfd);
+				continue;
+			}
 			long fd = strtol(it, &end, 10);
 			if (*end != '=')
 				continue;
-			long id = strtol(end + 1, NULL, 10);
+			long id = strtol(end + 1, &end, 10);
+			char *path = NULL;
+			if (*end == '@') {
+				path = end + 1;
+				decode_path(path);
+			}
 			int kfd = kura_fd_import(fs, id);
 			if (kfd < 0) {
 				kp_debug("inherit fd %ld (id %ld): %s", fd, id, strerror(-kfd));
@@ -773,7 +1031,7 @@ void kp_inherit(void)
 			}
 			struct stat st;
 			int isdir = kura_fstat(fs, kfd, &st) == 0 && S_ISDIR(st.st_mode);
-			kp_attach((int)fd, (int)m, kfd, NULL, isdir);
+			kp_attach((int)fd, (int)m, kfd, path, isdir);
 		}
 	}
 	free(copy);
@@ -812,8 +1070,10 @@ static int copy_to_memfd(const char *path)
 KP_EXPORT void *dlopen(const char *file, int mode)
 {
 	struct kp_path kp;
-	if (!KP_NN(file) || !strchr(file, '/') || kp_resolve(AT_FDCWD, file, &kp) != 0 || kp.where != KP_KURA)
+	if (!KP_NN(file) || !strchr(file, '/') || kp_resolve(AT_FDCWD, file, &kp) != 0)
 		return REAL(dlopen)(file, mode);
+	if (kp.where != KP_KURA) /* kp.p: where a kura symlink led, if it left the pool */
+		return REAL(dlopen)(kp.p, mode);
 	int mfd = copy_to_memfd(file);
 	if (mfd < 0)
 		return NULL; /* dlerror() stays empty; errno tells why */
