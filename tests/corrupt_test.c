@@ -373,6 +373,13 @@ static void run_case(int n)
 		}
 		break;
 	}
+	case 26: /* the O_TMPFILE "linkable" flag on a named file, then an unknown flag */
+	case 27:
+		get_inode(ino_of[I_SMALL], &ip);
+		ip.iflags = n == 26 ? INODE_LINKABLE : 0x8000;
+		put(&ip, sizeof ip, ino_off(ino_of[I_SMALL]));
+		fsck_reports(n == 26 ? "linkable" : "unknown flags");
+		break;
 	default:
 		exit(3);
 	}
