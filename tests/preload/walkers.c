@@ -371,6 +371,43 @@ static void nftw_tests(void)
 	printf("missing ret %d %s lines %d cwd=%s\n", r, ename(errno), nlines, cwd());
 }
 
+/* ---- walks through a symlink that leaves the base ---- */
+
+/* Under the prefix the link leads out of the pool: the walkers must still
+ * start (glibc's would be handed a path the kernel cannot see) and follow
+ * it through the wrappers to the host directory. */
+static void escape_tests(void)
+{
+	char host[] = "/tmp/walkers-XXXXXX", path[4096], link[4096];
+	if (!mkdtemp(host))
+		die("mkdtemp");
+	snprintf(path, sizeof path, "%s/d", host);
+	if (mkdir(path, 0755))
+		die("mkdir host");
+	snprintf(path, sizeof path, "%s/d/f", host);
+	put(path, "host file\n");
+	snprintf(link, sizeof link, "%s/out", B);
+	if (symlink(host, link))
+		die("symlink out");
+	printf("== nftw logical through a link out\n");
+	int r = nftw(link, nftw_cb, 4, 0);
+	flush_lines();
+	printf("ret %d\n", r);
+	snprintf(path, sizeof path, "%s/out/", B);
+	printf("== nftw phys through a link out, trailing slash\n");
+	r = nftw(path, nftw_cb, 4, FTW_PHYS);
+	flush_lines();
+	printf("ret %d\n", r);
+	char *roots[] = { link, NULL };
+	walk("fts logical through a link out", roots, FTS_LOGICAL | FTS_NOCHDIR, byname, 0);
+	snprintf(path, sizeof path, "%s/d/f", host);
+	unlink(path);
+	snprintf(path, sizeof path, "%s/d", host);
+	rmdir(path);
+	rmdir(host);
+	unlink(link);
+}
+
 /* ---- stdio ---- */
 
 static void cat(const char *tag, const char *path)
@@ -519,6 +556,7 @@ int main(int argc, char **argv)
 	close(fd0);
 	fts_tests();
 	nftw_tests();
+	escape_tests();
 	stdio_tests();
 	int fd1 = open("/dev/null", O_RDONLY);
 	printf("lowest free fd unchanged %d\n", fd0 == fd1);
