@@ -95,6 +95,11 @@ def base():
         assert r.returncode == 0, r.stderr
     yield BASE
     if not os.environ.get("KURA_KEEP"):
+        # The preload layer's lock table (src/preload/lock.c) is named after
+        # its pool file and outlives it: ours go with our pools.
+        for pool in BASE.glob("*.pool"):
+            st = pool.stat()
+            Path(f"/dev/shm/kura-locks-{st.st_dev:x}-{st.st_ino:x}").unlink(missing_ok=True)
         shutil.rmtree(BASE, ignore_errors=True)
 
 
