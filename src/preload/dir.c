@@ -96,8 +96,11 @@ KP_EXPORT DIR *opendir(const char *path)
 		errno = -r;
 		return NULL;
 	}
-	if (kp.where != KP_KURA)
-		return REAL(opendir)(kp.p);
+	while (kp.where != KP_KURA) {
+		DIR *d = REAL(opendir)(kp.p);
+		if (d || !KP_HOST_MISS() || !kp_host_resolve(&kp, AT_FDCWD))
+			return d;
+	}
 	int fd = kp_open_path(&kp, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	if (fd < 0)
 		return NULL;
@@ -321,8 +324,12 @@ KP_EXPORT int scandirat(int dirfd, const char *path, struct dirent ***list, int 
 	int r = kp_resolve(dirfd, path, &kp);
 	if (r)
 		return (int)kp_ret(r);
-	if (kp.where != KP_KURA)
-		return REAL(scandirat)(kp.where == KP_KERNEL ? dirfd : AT_FDCWD, kp.p, list, filter, cmp);
+	while (kp.where != KP_KURA) {
+		int kdir = kp.where == KP_KERNEL ? dirfd : AT_FDCWD;
+		r = REAL(scandirat)(kdir, kp.p, list, filter, cmp);
+		if (r >= 0 || !KP_HOST_MISS() || !kp_host_resolve(&kp, kdir))
+			return r;
+	}
 	int fd = kp_open_path(&kp, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	if (fd < 0)
 		return -1;

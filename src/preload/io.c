@@ -53,11 +53,17 @@ mode_t kp_umask(void)
 
 /* ---- open ---- */
 
+/* Whether an open with these flags follows a symlink in the last component. */
+static int open_follows(int flags)
+{
+	return !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL);
+}
+
 /* The open left the pool through a symlink: open what it leads to, with
  * the caller's flags and mode. */
 static int open_escaped(struct kp_path *kp, int flags, mode_t mode)
 {
-	int r = kp_escape(kp, !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL));
+	int r = kp_escape(kp, open_follows(flags));
 	if (r)
 		return (int)kp_ret(r);
 	if (kp->where == KP_KURA)
@@ -132,8 +138,12 @@ static int do_openat(int dirfd, const char *path, int flags, mode_t mode)
 	int r = kp_classify(dirfd, path, &kp);
 	if (r)
 		return (int)kp_ret(r);
-	if (kp.where != KP_KURA)
-		return REAL(openat)(kp.where == KP_KERNEL ? dirfd : AT_FDCWD, kp.p, flags, mode);
+	if (kp.where != KP_KURA) {
+		int kdir = kp.where == KP_KERNEL ? dirfd : AT_FDCWD;
+		int fd = REAL(openat)(kdir, kp.p, flags, mode);
+		if (fd >= 0 || !KP_HOST_MISS() || !kp_host_link(&kp, kdir, open_follows(flags)))
+			return fd;
+	}
 	return kp_open_path(&kp, flags, mode);
 }
 

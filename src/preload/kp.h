@@ -151,6 +151,19 @@ int kp_classify(int dirfd, const char *path, struct kp_path *out);
  * the last only if `follow`).  ELOOP once kp->hops passes 40.  Returns 0
  * or -errno. */
 int kp_escape(struct kp_path *kp, int follow);
+/* After a kernel call on kp's path (relative to kdirfd) failed with
+ * KP_HOST_MISS(): when host symlinks on the path (the last only if
+ * `follow`) lead into a prefix, *kp becomes that kura path, not yet asked
+ * whether its own symlinks leave the pool, and 1 is returned.  Else 0,
+ * with errno kept, or ELOOP/ENAMETOOLONG met on the way.  Hops count
+ * toward kp->hops; a path already walked (hops) is not walked again. */
+int kp_host_link(struct kp_path *kp, int kdirfd, int follow);
+/* kp_host_link (following the last component) for kp_resolve's callers:
+ * the kura path's escapes are resolved too, so kp may come back as a
+ * kernel path (1), which the caller tries again. */
+int kp_host_resolve(struct kp_path *kp, int kdirfd);
+/* The kernel's answer for a path through a host symlink into a prefix. */
+#define KP_HOST_MISS() (errno == ENOENT || errno == ENOTDIR)
 /* Lexical normalisation of an absolute path in place ("." "..", "//"). */
 void kp_normalise(char *p);
 /* Which mount holds absolute normalised path p, -1 if none. */

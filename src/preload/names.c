@@ -6,7 +6,9 @@
  * given (or in absolute form when they were relative to a virtual cwd and
  * left the prefix).  A call whose two paths lie on different sides fails
  * with EXDEV, as across two kernel mounts.  A kura path that leaves the
- * pool through a symlink is tried again where it leads (KP_ENGINE).
+ * pool through a symlink is tried again where it leads (KP_ENGINE), and a
+ * host path that failed in the kernel because a host symlink on it leads
+ * into a prefix is tried again in the pool (KP_KERNEL_CALL).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -47,6 +49,21 @@ void kp_to_statfs(const struct statvfs *sv, struct statfs *sf);
 			goto kp##_again;                                                     \
 		e_;                                                                          \
 	})
+/* A kernel call for kp.  A host path through a symlink into a prefix fails
+ * there with ENOENT or ENOTDIR, the kernel not seeing the pool: only then is
+ * the path walked, and if such a link is on it the wrapper starts over on
+ * the kura side (follow: as KP_ENGINE). */
+#define KP_KERNEL_CALL(kp, dirfd, follow, call)                                                   \
+	({                                                                                        \
+		long k_ = (call);                                                                 \
+		if (__builtin_expect(k_ < 0, 0) && KP_HOST_MISS() &&                              \
+		    kp_host_link(&(kp), KDIR(kp, dirfd), (follow)))                               \
+			goto kp##_again;                                                          \
+		k_;                                                                               \
+	})
+/* The path a short form hands to its *at form: its own, or after a walk
+ * that followed host symlinks (hops) the kura path they led to. */
+#define KPATH(kp, p) ((kp).hops ? (const char *)(kp).host : (p))
 #define KFS(kp)                                                   \
 	kura_fs *fs = kp_fs((kp).mnt);                            \
 	if (!fs)                                                  \
@@ -62,7 +79,8 @@ static int kstatat(int dirfd, const char *path, struct stat *st, int flags, int 
 		return fstat(pfd, st);
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
-		return realf(KDIR(kp, dirfd), kp.p, st, flags);
+		return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
+					   realf(KDIR(kp, dirfd), kp.p, st, flags));
 	KFS(kp);
 	return (int)kp_ret(KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW),
 				     kura_fstatat(fs, kp.kdirfd, kp.p, st, flags & (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))));
@@ -95,7 +113,8 @@ KP_EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask, struc
 	} else {
 		RESOLVE(dirfd, path, kp);
 		if (kp.where != KP_KURA)
-			return REAL(statx)(KDIR(kp, dirfd), kp.p, flags, mask, sx);
+			return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
+						   REAL(statx)(KDIR(kp, dirfd), kp.p, flags, mask, sx));
 		KFS(kp);
 		r = (int)kp_ret(KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW),
 					  kura_fstatat(fs, kp.kdirfd, kp.p, &st, flags & (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))));
@@ -129,7 +148,8 @@ KP_EXPORT int faccessat(int dirfd, const char *path, int mode, int flags)
 {
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
-		return REAL(faccessat)(KDIR(kp, dirfd), kp.p, mode, flags);
+		return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
+					   REAL(faccessat)(KDIR(kp, dirfd), kp.p, mode, flags));
 	KFS(kp);
 	return (int)kp_ret(KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW),
 				     kura_faccessat(fs, kp.kdirfd, kp.p, mode,
@@ -139,15 +159,15 @@ KP_EXPORT int access(const char *p, int mode)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return REAL(access)(kp.p, mode);
-	return faccessat(AT_FDCWD, p, mode, 0);
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 1, REAL(access)(kp.p, mode));
+	return faccessat(AT_FDCWD, KPATH(kp, p), mode, 0);
 }
 KP_EXPORT int euidaccess(const char *p, int mode)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return REAL(euidaccess)(kp.p, mode);
-	return faccessat(AT_FDCWD, p, mode, AT_EACCESS);
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 1, REAL(euidaccess)(kp.p, mode));
+	return faccessat(AT_FDCWD, KPATH(kp, p), mode, AT_EACCESS);
 }
 KP_EXPORT int eaccess(const char *p, int mode) { return euidaccess(p, mode); }
 
@@ -157,7 +177,7 @@ KP_EXPORT int mkdirat(int dirfd, const char *path, mode_t mode)
 {
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
-		return REAL(mkdirat)(KDIR(kp, dirfd), kp.p, mode);
+		return (int)KP_KERNEL_CALL(kp, dirfd, 0, REAL(mkdirat)(KDIR(kp, dirfd), kp.p, mode));
 	KFS(kp);
 	return (int)kp_ret(KP_ENGINE(kp, 0, kura_mkdirat(fs, kp.kdirfd, kp.p, mode & ~kp_umask())));
 }
@@ -165,15 +185,15 @@ KP_EXPORT int mkdir(const char *p, mode_t mode)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return REAL(mkdir)(kp.p, mode);
-	return mkdirat(AT_FDCWD, p, mode);
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 0, REAL(mkdir)(kp.p, mode));
+	return mkdirat(AT_FDCWD, KPATH(kp, p), mode);
 }
 
 KP_EXPORT int unlinkat(int dirfd, const char *path, int flags)
 {
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
-		return REAL(unlinkat)(KDIR(kp, dirfd), kp.p, flags);
+		return (int)KP_KERNEL_CALL(kp, dirfd, 0, REAL(unlinkat)(KDIR(kp, dirfd), kp.p, flags));
 	KFS(kp);
 	return (int)kp_ret(KP_ENGINE(kp, 0, kura_unlinkat(fs, kp.kdirfd, kp.p, flags)));
 }
@@ -181,21 +201,22 @@ KP_EXPORT int unlink(const char *p)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return REAL(unlink)(kp.p);
-	return unlinkat(AT_FDCWD, p, 0);
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 0, REAL(unlink)(kp.p));
+	return unlinkat(AT_FDCWD, KPATH(kp, p), 0);
 }
 KP_EXPORT int rmdir(const char *p)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return REAL(rmdir)(kp.p);
-	return unlinkat(AT_FDCWD, p, AT_REMOVEDIR);
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 0, REAL(rmdir)(kp.p));
+	return unlinkat(AT_FDCWD, KPATH(kp, p), AT_REMOVEDIR);
 }
 KP_EXPORT int remove(const char *p)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return REAL(remove)(kp.p);
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 0, REAL(remove)(kp.p));
+	p = KPATH(kp, p);
 	int r = unlinkat(AT_FDCWD, p, 0);
 	if (r < 0 && (errno == EISDIR || errno == EPERM))
 		r = unlinkat(AT_FDCWD, p, AT_REMOVEDIR);
@@ -206,7 +227,7 @@ KP_EXPORT int mknodat(int dirfd, const char *path, mode_t mode, dev_t dev)
 {
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
-		return REAL(mknodat)(KDIR(kp, dirfd), kp.p, mode, dev);
+		return (int)KP_KERNEL_CALL(kp, dirfd, 0, REAL(mknodat)(KDIR(kp, dirfd), kp.p, mode, dev));
 	KFS(kp);
 	if ((mode & S_IFMT) == 0)
 		mode |= S_IFREG;
@@ -243,14 +264,39 @@ static int escape_pair(kura_fs *fs, struct kp_path *a, int follow_a, struct kp_p
 	return any ? 0 : -EXDEV;
 }
 
+/* The kernel failed a two-path call (KP_HOST_MISS), or the names lie on
+ * different sides (errno EXDEV): each kernel name whose host symlinks lead
+ * into a prefix (the last component followed only for a's, if follow_a)
+ * becomes that kura path.  1 if either did; else 0 with errno kept or the
+ * walk's error. */
+static int host_pair(struct kp_path *a, int ad, int follow_a, struct kp_path *b, int bd)
+{
+	int err = errno;
+	int ra = kp_host_link(a, KDIR(*a, ad), follow_a);
+	if (!ra && errno != err)
+		return 0;
+	int rb = kp_host_link(b, KDIR(*b, bd), 0);
+	if (!rb && errno != err)
+		return 0;
+	return ra | rb;
+}
+
 KP_EXPORT int renameat2(int od, const char *op, int nd, const char *np, unsigned flags)
 {
 	RESOLVE(od, op, a);
 	RESOLVE(nd, np, b);
-	if (a.where != KP_KURA && b.where != KP_KURA)
-		return REAL(renameat2)(KDIR(a, od), a.p, KDIR(b, nd), b.p, flags);
-	if (a.where != KP_KURA || b.where != KP_KURA || a.mnt != b.mnt)
-		return (int)kp_ret(-EXDEV);
+	if (a.where != KP_KURA && b.where != KP_KURA) {
+		int r = REAL(renameat2)(KDIR(a, od), a.p, KDIR(b, nd), b.p, flags);
+		if (r < 0 && KP_HOST_MISS() && host_pair(&a, od, 0, &b, nd))
+			goto b_again;
+		return r;
+	}
+	if (a.where != KP_KURA || b.where != KP_KURA || a.mnt != b.mnt) {
+		errno = EXDEV; /* unless a host symlink leads the other name in too */
+		if (host_pair(&a, od, 0, &b, nd))
+			goto b_again;
+		return -1;
+	}
 	KFS(a);
 	int r = kura_renameat2(fs, a.kdirfd, a.p, b.kdirfd, b.p, flags);
 	if (r == KURA_ESCAPED && !(r = escape_pair(fs, &a, 0, &b)))
@@ -262,9 +308,13 @@ KP_EXPORT int rename(const char *op, const char *np)
 {
 	RESOLVE(AT_FDCWD, op, a);
 	RESOLVE(AT_FDCWD, np, b);
-	if (a.where != KP_KURA && b.where != KP_KURA)
-		return REAL(rename)(a.p, b.p);
-	return renameat2(AT_FDCWD, op, AT_FDCWD, np, 0);
+	if (a.where != KP_KURA && b.where != KP_KURA) {
+		int r = REAL(rename)(a.p, b.p);
+		if (r < 0 && KP_HOST_MISS() && host_pair(&a, AT_FDCWD, 0, &b, AT_FDCWD))
+			goto b_again;
+		return r;
+	}
+	return renameat2(AT_FDCWD, KPATH(a, op), AT_FDCWD, KPATH(b, np), 0);
 }
 
 KP_EXPORT int linkat(int od, const char *op, int nd, const char *np, int flags)
@@ -280,10 +330,18 @@ KP_EXPORT int linkat(int od, const char *op, int nd, const char *np, int flags)
 	}
 	RESOLVE(od, op, a);
 	RESOLVE(nd, np, b);
-	if (a.where != KP_KURA && b.where != KP_KURA)
-		return REAL(linkat)(KDIR(a, od), a.p, KDIR(b, nd), b.p, flags);
-	if (a.where != KP_KURA || b.where != KP_KURA || a.mnt != b.mnt)
-		return (int)kp_ret(-EXDEV);
+	if (a.where != KP_KURA && b.where != KP_KURA) {
+		int r = REAL(linkat)(KDIR(a, od), a.p, KDIR(b, nd), b.p, flags);
+		if (r < 0 && KP_HOST_MISS() && host_pair(&a, od, flags & AT_SYMLINK_FOLLOW, &b, nd))
+			goto b_again;
+		return r;
+	}
+	if (a.where != KP_KURA || b.where != KP_KURA || a.mnt != b.mnt) {
+		errno = EXDEV;
+		if (host_pair(&a, od, flags & AT_SYMLINK_FOLLOW, &b, nd))
+			goto b_again;
+		return -1;
+	}
 	KFS(a);
 	int r = kura_linkat(fs, a.kdirfd, a.p, b.kdirfd, b.p, flags);
 	if (r == KURA_ESCAPED && !(r = escape_pair(fs, &a, flags & AT_SYMLINK_FOLLOW, &b)))
@@ -294,16 +352,20 @@ KP_EXPORT int link(const char *op, const char *np)
 {
 	RESOLVE(AT_FDCWD, op, a);
 	RESOLVE(AT_FDCWD, np, b);
-	if (a.where != KP_KURA && b.where != KP_KURA)
-		return REAL(link)(a.p, b.p);
-	return linkat(AT_FDCWD, op, AT_FDCWD, np, 0);
+	if (a.where != KP_KURA && b.where != KP_KURA) {
+		int r = REAL(link)(a.p, b.p);
+		if (r < 0 && KP_HOST_MISS() && host_pair(&a, AT_FDCWD, 0, &b, AT_FDCWD))
+			goto b_again;
+		return r;
+	}
+	return linkat(AT_FDCWD, KPATH(a, op), AT_FDCWD, KPATH(b, np), 0);
 }
 
 KP_EXPORT int symlinkat(const char *target, int dirfd, const char *path)
 {
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
-		return REAL(symlinkat)(target, KDIR(kp, dirfd), kp.p);
+		return (int)KP_KERNEL_CALL(kp, dirfd, 0, REAL(symlinkat)(target, KDIR(kp, dirfd), kp.p));
 	KFS(kp);
 	return (int)kp_ret(KP_ENGINE(kp, 0, kura_symlinkat(fs, target, kp.kdirfd, kp.p)));
 }
@@ -311,8 +373,8 @@ KP_EXPORT int symlink(const char *target, const char *p)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return REAL(symlink)(target, kp.p);
-	return symlinkat(target, AT_FDCWD, p);
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 0, REAL(symlink)(target, kp.p));
+	return symlinkat(target, AT_FDCWD, KPATH(kp, p));
 }
 
 KP_EXPORT ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t n)
@@ -336,7 +398,7 @@ KP_EXPORT ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t n)
 	}
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
-		return REAL(readlinkat)(KDIR(kp, dirfd), kp.p, buf, n);
+		return KP_KERNEL_CALL(kp, dirfd, 0, REAL(readlinkat)(KDIR(kp, dirfd), kp.p, buf, n));
 	KFS(kp);
 	return kp_ret(KP_ENGINE(kp, 0, kura_readlinkat(fs, kp.kdirfd, kp.p, buf, n)));
 }
@@ -344,8 +406,8 @@ KP_EXPORT ssize_t readlink(const char *p, char *buf, size_t n)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where == KP_KERNEL && kp_procfd(p) < 0)
-		return REAL(readlink)(p, buf, n);
-	return readlinkat(AT_FDCWD, p, buf, n);
+		return KP_KERNEL_CALL(kp, AT_FDCWD, 0, REAL(readlink)(p, buf, n));
+	return readlinkat(AT_FDCWD, KPATH(kp, p), buf, n);
 }
 KP_EXPORT ssize_t __readlink_chk(const char *p, char *buf, size_t n, size_t bl) { (void)bl; return readlink(p, buf, n); }
 KP_EXPORT ssize_t __readlinkat_chk(int d, const char *p, char *buf, size_t n, size_t bl) { (void)bl; return readlinkat(d, p, buf, n); }
@@ -356,7 +418,8 @@ KP_EXPORT int fchmodat(int dirfd, const char *path, mode_t mode, int flags)
 {
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
-		return REAL(fchmodat)(KDIR(kp, dirfd), kp.p, mode, flags);
+		return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
+					   REAL(fchmodat)(KDIR(kp, dirfd), kp.p, mode, flags));
 	KFS(kp);
 	return (int)kp_ret(KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW), kura_fchmodat(fs, kp.kdirfd, kp.p, mode, flags)));
 }
@@ -364,8 +427,8 @@ KP_EXPORT int chmod(const char *p, mode_t m)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return REAL(chmod)(kp.p, m);
-	return fchmodat(AT_FDCWD, p, m, 0);
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 1, REAL(chmod)(kp.p, m));
+	return fchmodat(AT_FDCWD, KPATH(kp, p), m, 0);
 }
 KP_EXPORT int lchmod(const char *p, mode_t m) { return fchmodat(AT_FDCWD, p, m, AT_SYMLINK_NOFOLLOW); }
 
@@ -373,7 +436,8 @@ KP_EXPORT int fchownat(int dirfd, const char *path, uid_t u, gid_t g, int flags)
 {
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
-		return REAL(fchownat)(KDIR(kp, dirfd), kp.p, u, g, flags);
+		return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
+					   REAL(fchownat)(KDIR(kp, dirfd), kp.p, u, g, flags));
 	KFS(kp);
 	return (int)kp_ret(KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW), kura_fchownat(fs, kp.kdirfd, kp.p, u, g, flags)));
 }
@@ -381,15 +445,15 @@ KP_EXPORT int chown(const char *p, uid_t u, gid_t g)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return REAL(chown)(kp.p, u, g);
-	return fchownat(AT_FDCWD, p, u, g, 0);
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 1, REAL(chown)(kp.p, u, g));
+	return fchownat(AT_FDCWD, KPATH(kp, p), u, g, 0);
 }
 KP_EXPORT int lchown(const char *p, uid_t u, gid_t g)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return REAL(lchown)(kp.p, u, g);
-	return fchownat(AT_FDCWD, p, u, g, AT_SYMLINK_NOFOLLOW);
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 0, REAL(lchown)(kp.p, u, g));
+	return fchownat(AT_FDCWD, KPATH(kp, p), u, g, AT_SYMLINK_NOFOLLOW);
 }
 
 KP_EXPORT int utimensat(int dirfd, const char *path, const struct timespec t[2], int flags)
@@ -398,7 +462,8 @@ KP_EXPORT int utimensat(int dirfd, const char *path, const struct timespec t[2],
 		return futimens(dirfd, t);
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
-		return REAL(utimensat)(KDIR(kp, dirfd), kp.p, t, flags);
+		return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
+					   REAL(utimensat)(KDIR(kp, dirfd), kp.p, t, flags));
 	KFS(kp);
 	return (int)kp_ret(KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW), kura_utimensat(fs, kp.kdirfd, kp.p, t, flags)));
 }
@@ -417,8 +482,8 @@ KP_EXPORT int utimes(const char *p, const struct timeval tv[2])
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return REAL(utimes)(kp.p, tv);
-	return tv_utimes(AT_FDCWD, p, tv, 0);
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 1, REAL(utimes)(kp.p, tv));
+	return tv_utimes(AT_FDCWD, KPATH(kp, p), tv, 0);
 }
 KP_EXPORT int lutimes(const char *p, const struct timeval tv[2]) { return tv_utimes(AT_FDCWD, p, tv, AT_SYMLINK_NOFOLLOW); }
 KP_EXPORT int futimesat(int d, const char *p, const struct timeval tv[2]) { return tv_utimes(d, p, tv, 0); }
@@ -426,16 +491,16 @@ KP_EXPORT int utime(const char *p, const struct utimbuf *ub)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return REAL(utime)(kp.p, ub);
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 1, REAL(utime)(kp.p, ub));
 	struct timespec ts[2] = { { ub ? ub->actime : 0, 0 }, { ub ? ub->modtime : 0, 0 } };
-	return utimensat(AT_FDCWD, p, ub ? ts : NULL, 0);
+	return utimensat(AT_FDCWD, KPATH(kp, p), ub ? ts : NULL, 0);
 }
 
 KP_EXPORT int truncate(const char *p, off_t len)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return REAL(truncate)(kp.p, len);
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 1, REAL(truncate)(kp.p, len));
 	KFS(kp);
 	return (int)kp_ret(KP_ENGINE(kp, 1, kura_truncateat(fs, kp.kdirfd, kp.p, len)));
 }
@@ -447,7 +512,7 @@ KP_EXPORT int statvfs(const char *p, struct statvfs *sv)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return REAL(statvfs)(kp.p, sv);
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 1, REAL(statvfs)(kp.p, sv));
 	KFS(kp);
 	struct stat st;
 	if (kp_ret(KP_ENGINE(kp, 1, kura_fstatat(fs, kp.kdirfd, kp.p, &st, 0))) < 0)
@@ -459,7 +524,7 @@ KP_EXPORT int statfs(const char *p, struct statfs *sf)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return REAL(statfs)(kp.p, sf);
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 1, REAL(statfs)(kp.p, sf));
 	KFS(kp);
 	struct stat st;
 	struct statvfs sv;
@@ -491,7 +556,7 @@ KP_EXPORT long pathconf(const char *p, int name)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return REAL(pathconf)(kp.p, name);
+		return KP_KERNEL_CALL(kp, AT_FDCWD, 1, REAL(pathconf)(kp.p, name));
 	KFS(kp);
 	struct stat st;
 	if (kp_ret(KP_ENGINE(kp, 1, kura_fstatat(fs, kp.kdirfd, kp.p, &st, 0))) < 0)
@@ -507,13 +572,13 @@ KP_EXPORT long fpathconf(int fd, int name)
 
 /* ---- extended attributes: none in kura ---- */
 
-#define NOXATTR_P(name, ...)                                        \
-	KP_EXPORT ssize_t name(const char *p, __VA_ARGS__)          \
-	{                                                           \
-		RESOLVE(AT_FDCWD, p, kp);                           \
-		if (kp.where != KP_KURA)                            \
-			return REALT(ssize_t (*)(), #name)ARGS_##name; \
-		return kp_unsupported(#name, ENOTSUP);              \
+#define NOXATTR_P(name, follow, ...)                                                      \
+	KP_EXPORT ssize_t name(const char *p, __VA_ARGS__)                                \
+	{                                                                                 \
+		RESOLVE(AT_FDCWD, p, kp);                                                 \
+		if (kp.where != KP_KURA)                                                  \
+			return KP_KERNEL_CALL(kp, AT_FDCWD, follow, REALT(ssize_t (*)(), #name)ARGS_##name); \
+		return kp_unsupported(#name, ENOTSUP);                                    \
 	}
 #define ARGS_getxattr (kp.p, n, v, s)
 #define ARGS_lgetxattr (kp.p, n, v, s)
@@ -523,29 +588,37 @@ KP_EXPORT long fpathconf(int fd, int name)
 #define ARGS_llistxattr (kp.p, l, s)
 #define ARGS_removexattr (kp.p, n)
 #define ARGS_lremovexattr (kp.p, n)
-NOXATTR_P(getxattr, const char *n, void *v, size_t s)
-NOXATTR_P(lgetxattr, const char *n, void *v, size_t s)
-NOXATTR_P(listxattr, char *l, size_t s)
-NOXATTR_P(llistxattr, char *l, size_t s)
+NOXATTR_P(getxattr, 1, const char *n, void *v, size_t s)
+NOXATTR_P(lgetxattr, 0, const char *n, void *v, size_t s)
+NOXATTR_P(listxattr, 1, char *l, size_t s)
+NOXATTR_P(llistxattr, 0, char *l, size_t s)
 KP_EXPORT int setxattr(const char *p, const char *n, const void *v, size_t s, int f)
 {
 	RESOLVE(AT_FDCWD, p, kp);
-	return kp.where != KP_KURA ? REAL(setxattr)(kp.p, n, v, s, f) : kp_unsupported("setxattr", ENOTSUP);
+	if (kp.where != KP_KURA)
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 1, REAL(setxattr)(kp.p, n, v, s, f));
+	return kp_unsupported("setxattr", ENOTSUP);
 }
 KP_EXPORT int lsetxattr(const char *p, const char *n, const void *v, size_t s, int f)
 {
 	RESOLVE(AT_FDCWD, p, kp);
-	return kp.where != KP_KURA ? REAL(lsetxattr)(kp.p, n, v, s, f) : kp_unsupported("lsetxattr", ENOTSUP);
+	if (kp.where != KP_KURA)
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 0, REAL(lsetxattr)(kp.p, n, v, s, f));
+	return kp_unsupported("lsetxattr", ENOTSUP);
 }
 KP_EXPORT int removexattr(const char *p, const char *n)
 {
 	RESOLVE(AT_FDCWD, p, kp);
-	return kp.where != KP_KURA ? REAL(removexattr)(kp.p, n) : kp_unsupported("removexattr", ENOTSUP);
+	if (kp.where != KP_KURA)
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 1, REAL(removexattr)(kp.p, n));
+	return kp_unsupported("removexattr", ENOTSUP);
 }
 KP_EXPORT int lremovexattr(const char *p, const char *n)
 {
 	RESOLVE(AT_FDCWD, p, kp);
-	return kp.where != KP_KURA ? REAL(lremovexattr)(kp.p, n) : kp_unsupported("lremovexattr", ENOTSUP);
+	if (kp.where != KP_KURA)
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 0, REAL(lremovexattr)(kp.p, n));
+	return kp_unsupported("lremovexattr", ENOTSUP);
 }
 KP_EXPORT ssize_t fgetxattr(int fd, const char *n, void *v, size_t s)
 {

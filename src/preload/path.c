@@ -117,6 +117,24 @@ static int classify_abs(struct kp_path *out, int orig_is_exact)
 	return 0;
 }
 
+/* Whether the last component of a prefix is a component of p: only then
+ * can a lexical step of p lie under the prefix.  A path that does not is
+ * the kernel's alone, and goes to it as given: it resolves ".." after a
+ * symlink physically, which lexical normalisation would not. */
+static int names_prefix(const char *p)
+{
+	for (int i = 0; i < kp_nmounts; i++) {
+		const char *base = strrchr(kp_mounts[i].prefix, '/') + 1;
+		size_t bl = strlen(base);
+		if (!bl)
+			return 1;
+		for (const char *s = p; (s = strstr(s, base)); s++)
+			if ((s == p || s[-1] == '/') && (s[bl] == '/' || s[bl] == '\0'))
+				return 1;
+	}
+	return 0;
+}
+
 static int join(char *dst, const char *a, const char *b)
 {
 	size_t la = strlen(a), lb = strlen(b);
@@ -159,7 +177,10 @@ int kp_classify(int dirfd, const char *path, struct kp_path *out)
 			return -ENAMETOOLONG;
 		memcpy(out->buf, path, l + 1);
 		kp_normalise(out->buf);
-		return classify_abs(out, 1);
+		classify_abs(out, 1);
+		if (out->where == KP_KERNEL && !names_prefix(path))
+			out->p = path;
+		return 0;
 	}
 	if (dirfd == AT_FDCWD) {
 		if (kp_vcwd[0]) {
@@ -183,8 +204,12 @@ int kp_classify(int dirfd, const char *path, struct kp_path *out)
 			return 0;
 		if (join(out->buf, real_cwd, path))
 			return 0;
+		int named = names_prefix(out->buf);
 		kp_normalise(out->buf);
-		return classify_abs(out, 1);
+		classify_abs(out, 1);
+		if (out->where == KP_KERNEL && !named)
+			out->p = path;
+		return 0;
 	}
 	struct kp_fd *e = kp_get(dirfd);
 	if (!e)
@@ -279,6 +304,7 @@ KP_EXPORT int chdir(const char *path)
 	if (r)
 		return (int)kp_ret(r);
 	char phys[PATH_MAX];
+again:
 	if (kp.where == KP_KURA && kp.host[0]) {
 		/* Linux's cwd is the directory itself, not the symlinks that led
 		 * there, and those may lead out of the pool. */
@@ -290,6 +316,8 @@ KP_EXPORT int chdir(const char *path)
 		if (r == 0) {
 			kp_vcwd[0] = '\0';
 			refresh_real_cwd();
+		} else if (KP_HOST_MISS() && kp_host_link(&kp, AT_FDCWD, 1)) {
+			goto again;
 		}
 		return r;
 	}
@@ -386,9 +414,10 @@ KP_EXPORT char *get_current_dir_name(void)
 /* Resolves the absolute path `path` one component at a time, as the
  * kernel would.  whole (realpath): every symlink, through the wrappers so
  * that both sides of a prefix are seen; `path` becomes the resolved path,
- * or -errno.  !whole (after an escape): host components only, with the
- * kernel's calls, until one lies under a prefix: then returns 1 with `path`
- * = that component's path + the unresolved rest; else 0 with `path` left
+ * or -errno.  !whole (after an escape, or after a kernel call on a host
+ * path failed): host components only, with the kernel's calls, until one
+ * lies under a prefix: then returns 1 with `path` = that component's
+ * path + the unresolved rest; else 0 with `path` left
  * for the kernel (which also reports whatever is wrong with it).  follow:
  * a symlink in the last component is followed (a trailing slash always). */
 static int walk_layers(char *path, int whole, int follow, int *hops)
@@ -496,12 +525,12 @@ int kp_escape(struct kp_path *kp, int follow)
 	return classify_abs(kp, 0);
 }
 
-int kp_resolve(int dirfd, const char *path, struct kp_path *out)
+/* One more walk of a kura path, for callers that hand kp.p on without an
+ * engine call of their own to report the escape. */
+static int resolve_escapes(struct kp_path *out)
 {
-	int r = kp_classify(dirfd, path, out);
+	int r = 0;
 	while (!r && out->where == KP_KURA) {
-		/* One more walk, for callers that hand kp.p on without an
-		 * engine call of their own to report the escape. */
 		kura_fs *fs = kp_fs(out->mnt);
 		struct stat st;
 		if (!fs || kura_fstatat(fs, out->kdirfd, out->p, &st, 0) != KURA_ESCAPED)
@@ -509,6 +538,111 @@ int kp_resolve(int dirfd, const char *path, struct kp_path *out)
 		r = kp_escape(out, 1);
 	}
 	return r;
+}
+
+int kp_resolve(int dirfd, const char *path, struct kp_path *out)
+{
+	int r = kp_classify(dirfd, path, out);
+	return r ? r : resolve_escapes(out);
+}
+
+/* ---- host symlinks into a prefix ----
+ * The kernel resolves host paths, and a host symlink that leads into a
+ * prefix ends for it at a directory it does not have: ENOENT, or ENOTDIR
+ * when a file holds the prefix's place.  Only after such a failure is the
+ * path walked here (walk_layers, as after an escape), so successful host
+ * calls cost nothing; the hops counted join the path's own, so loops
+ * through both sides end in ELOOP. */
+
+/* Whether the kernel resolved every directory of abs: then no symlink but
+ * a followed last component can lead into a prefix, and the common failure,
+ * a missing name in an existing directory, costs two calls, not a walk. */
+static int only_host(const char *abs, int follow)
+{
+	size_t l = strlen(abs), s;
+	while (l > 1 && abs[l - 1] == '/')
+		l--;
+	for (s = l; s > 0 && abs[s - 1] != '/'; s--)
+		;
+	if (s == 0 || l - s == 0 || (l - s == 1 && abs[s] == '.') || (l - s == 2 && abs[s] == '.' && abs[s + 1] == '.'))
+		return 0;
+	char dir[PATH_MAX];
+	memcpy(dir, abs, s);
+	dir[s] = '\0';
+	struct stat st;
+	if (REAL(fstatat)(AT_FDCWD, dir, &st, 0) < 0 || !S_ISDIR(st.st_mode))
+		return 0;
+	if (!follow && !abs[l])
+		return 1;
+	memcpy(dir, abs, l);
+	dir[l] = '\0';
+	return REAL(fstatat)(AT_FDCWD, dir, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISLNK(st.st_mode);
+}
+
+int kp_host_link(struct kp_path *kp, int kdirfd, int follow)
+{
+	int err = errno;
+	/* hops: a path an escape led to was walked then. */
+	if (kp->where == KP_KURA || kp->hops || kp_inside || kp_nmounts == 0 || !kp->p || !*kp->p)
+		return 0;
+	char abs[PATH_MAX], base[PATH_MAX];
+	if (kp->p[0] == '/') {
+		size_t l = strlen(kp->p);
+		if (l >= sizeof abs)
+			return 0;
+		memcpy(abs, kp->p, l + 1);
+	} else {
+		if (kdirfd == AT_FDCWD) {
+			kp_inside++;
+			char *ok = REAL(getcwd)(base, sizeof base);
+			kp_inside--;
+			if (!ok) {
+				errno = err;
+				return 0;
+			}
+		} else {
+			char proc[64];
+			snprintf(proc, sizeof proc, "/proc/self/fd/%d", kdirfd);
+			ssize_t n = REAL(readlink)(proc, base, sizeof base - 1);
+			if (n <= 0 || base[0] != '/') {
+				errno = err;
+				return 0;
+			}
+			base[n] = '\0';
+		}
+		if (join(abs, base, kp->p)) {
+			errno = err;
+			return 0;
+		}
+	}
+	int r = only_host(abs, follow) ? 0 : walk_layers(abs, 0, follow, &kp->hops);
+	if (r <= 0) {
+		errno = r < 0 ? -r : err;
+		return 0;
+	}
+	/* The engine reports ENOTDIR for "file/": the slash must survive. */
+	size_t l = strlen(abs);
+	int slash = l > 1 && abs[l - 1] == '/';
+	memcpy(kp->buf, abs, l + 1);
+	kp_normalise(kp->buf);
+	l = strlen(kp->buf);
+	if (slash && l > 1 && l + 1 < sizeof kp->buf)
+		memcpy(kp->buf + l, "/", 2);
+	classify_abs(kp, 0);
+	errno = err;
+	return 1;
+}
+
+int kp_host_resolve(struct kp_path *kp, int kdirfd)
+{
+	if (!kp_host_link(kp, kdirfd, 1))
+		return 0;
+	int r = resolve_escapes(kp);
+	if (r) {
+		errno = -r;
+		return 0;
+	}
+	return 1;
 }
 
 /* The physical path of `in`, an absolute normalised host path of a kura
@@ -535,8 +669,11 @@ KP_EXPORT char *realpath(const char *path, char *resolved)
 		errno = -r;
 		return NULL;
 	}
-	if (kp.where != KP_KURA || !kp.host[0])
-		return REAL(realpath)(kp.p, resolved);
+	if (kp.where != KP_KURA || !kp.host[0]) {
+		char *res = REAL(realpath)(kp.p, resolved);
+		if (res || !KP_HOST_MISS() || !kp_host_link(&kp, AT_FDCWD, 1))
+			return res;
+	}
 	char out[PATH_MAX];
 	r = kura_realpath(kp.host, out);
 	if (r) {

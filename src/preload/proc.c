@@ -430,8 +430,9 @@ KP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 	int r = kp_resolve(AT_FDCWD, path, &kp);
 	if (r)
 		return (int)kp_ret(r);
+again:;
 	int mfd = -1;
-	if (kp.where == KP_KURA && (mfd = kura_exec_memfd(path)) < 0)
+	if (kp.where == KP_KURA && (mfd = kura_exec_memfd(kp.hops ? kp.host : path)) < 0)
 		return -1;
 	char **env = build_env(envp, mfd >= 0 ? preloadable(mfd, NULL) : preloadable(AT_FDCWD, kp.p));
 	if (!env) {
@@ -444,6 +445,9 @@ KP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 	else
 		REAL(execve)(kp.p, argv, env);
 	exec_failed(env);
+	/* A binary in the pool reached through a host symlink. */
+	if (mfd < 0 && KP_HOST_MISS() && kp_host_resolve(&kp, AT_FDCWD))
+		goto again;
 	return -1;
 }
 
@@ -650,6 +654,8 @@ KP_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *co
 		return -1;
 	syscall(SYS_execveat, kp.where == KP_KERNEL ? dirfd : AT_FDCWD, kp.p, argv, env, flags);
 	exec_failed(env);
+	if (!(flags & AT_SYMLINK_NOFOLLOW) && KP_HOST_MISS() && kp_host_resolve(&kp, kdir))
+		return execve(kp.where == KP_KURA ? kp.host : kp.p, argv, envp);
 	return -1;
 }
 

@@ -216,16 +216,30 @@ static FILE *open_stream(const char *path, const char *mode)
 KP_EXPORT FILE *fopen(const char *path, const char *mode)
 {
 	struct kp_path kp;
-	if (!KP_NN(path) || !wants_kura(path, &kp))
-		return REAL(fopen)(path ? kp.p : path, mode);
+	if (!KP_NN(path))
+		return REAL(fopen)(path, mode);
+	if (!wants_kura(path, &kp)) {
+		FILE *f;
+		while (!(f = REAL(fopen)(kp.p, mode)) && KP_HOST_MISS() && kp_host_resolve(&kp, AT_FDCWD))
+			if (kp.where == KP_KURA)
+				return open_stream(kp.host, mode);
+		return f;
+	}
 	return open_stream(path, mode);
 }
 
 KP_EXPORT FILE *fopen64(const char *path, const char *mode)
 {
 	struct kp_path kp;
-	if (!KP_NN(path) || !wants_kura(path, &kp))
-		return REAL(fopen64)(path ? kp.p : path, mode);
+	if (!KP_NN(path))
+		return REAL(fopen64)(path, mode);
+	if (!wants_kura(path, &kp)) {
+		FILE *f;
+		while (!(f = REAL(fopen64)(kp.p, mode)) && KP_HOST_MISS() && kp_host_resolve(&kp, AT_FDCWD))
+			if (kp.where == KP_KURA)
+				return open_stream(kp.host, mode);
+		return f;
+	}
 	return open_stream(path, mode);
 }
 
