@@ -276,21 +276,28 @@ static int open_tmpfile(kura_fs *fs, int dirfd, const char *path, int flags, mod
 	return open_counted(fs, &rq, flags & ~(O_TMPFILE | O_EXCL | O_TRUNC | O_NOCTTY | O_CLOEXEC));
 }
 
-int kura_reopen(kura_fs *fs, int fd, int flags)
+/* Linux's order: flags that make no sense (EINVAL) before a read-only
+ * mount (EROFS). */
+static int check_open_flags(const kura_fs *fs, int flags)
 {
 	if ((flags & ~SUPPORTED_OPEN_FLAGS) || (flags & O_ACCMODE) == O_ACCMODE)
 		return -EINVAL;
 	if ((flags & O_CREAT) && (flags & O_DIRECTORY))
-		return -EINVAL;
+		return -EINVAL; /* as Linux since 6.4 */
+	if (fs->read_only && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)))
+		return -EROFS;
+	return 0;
+}
+
+int kura_reopen(kura_fs *fs, int fd, int flags)
+{
 	/* The reference held until the new description is counted keeps an
 	 * unlinked file from being freed by a concurrent close of fd. */
 	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;
-	int ret;
-	if (fs->read_only && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC))) {
-		ret = -EROFS;
-	} else {
+	int ret = check_open_flags(fs, flags);
+	if (!ret) {
 		struct open_req rq = { .ino = of->ino, .flags = flags };
 		ret = open_counted(fs, &rq, flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_NOCTTY | O_CLOEXEC));
 	}
@@ -302,16 +309,11 @@ int kura_openat(kura_fs *fs, int dirfd, const char *path, int flags, mode_t mode
 {
 	if (flags & TMPFILE_BIT)
 		return open_tmpfile(fs, dirfd, path, flags, mode);
-	if (flags & ~SUPPORTED_OPEN_FLAGS)
-		return -EINVAL;
-	if ((flags & O_ACCMODE) == O_ACCMODE)
-		return -EINVAL;
-	if ((flags & O_CREAT) && (flags & O_DIRECTORY))
-		return -EINVAL; /* as Linux since 6.4 */
-	if (fs->read_only && ((flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC)))
-		return -EROFS;
+	int err = check_open_flags(fs, flags);
+	if (err)
+		return err;
 	uint64_t start;
-	int err = fd_dir_ino(fs, dirfd, path, &start);
+	err = fd_dir_ino(fs, dirfd, path, &start);
 	if (err)
 		return err;
 	struct open_req rq = { .start = start, .path = path, .flags = flags, .mode = mode };
