@@ -200,7 +200,12 @@ void kp_lock_fork_prepare(void);
 void kp_lock_fork_parent(void);
 void kp_lock_fork_child(void);
 
-/* ---- processes (proc.c) ---- */
+/* ---- processes (proc.c; spawn.c builds on these) ---- */
 void kp_inherit(void);
+/* The environment for a new image (LD_PRELOAD, KURA_*, KURA_INHERIT);
+ * hides close-on-exec kura fds unless keep_cloexec. */
+char **kp_build_env(char *const *envp, int keep_cloexec);
+/* After an exec that did not happen: frees env, restores what it hid. */
+void kp_exec_failed(char **env);
 
 #endif
