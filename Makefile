@@ -51,9 +51,11 @@ model-long: all
 	  cmake -S . -B build $(CMAKE_ARGS) >/dev/null; exit $$rc
 
 # The crash explorer unbounded: every entry, every pair of entries and a long
-# random run, with larger per-crash-point budgets (tests/crash_test.c).
+# random run, with larger per-crash-point budgets (tests/crash_test.c), under
+# the pmem model (64-byte lines) and the file back end's (4 KiB pages, msync).
 crash-full: all
 	build/tests/crash_test --full --jobs $$(nproc)
+	build/tests/crash_test --full --jobs $$(nproc) --persist file
 
 clean:
 	rm -rf build build-asan build-tsan

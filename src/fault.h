@@ -15,6 +15,8 @@ enum kura_fault_kind {
 	FAULT_DROP_FLUSH,       /* tx_commit does not flush the first dirty line */
 	FAULT_DIR_IN_PLACE,     /* dir_add writes the new entry without the undo log */
 	FAULT_SIZE_BEFORE_DATA, /* inode_write makes a grown size durable before the data */
+	FAULT_FILE_RUN_START,   /* file back end: a flush merged into the dirty run above it
+	                           keeps the run's start, so msync misses the page below */
 	FAULT_COUNT
 };
 

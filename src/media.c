@@ -26,6 +26,7 @@
 #include <cpuid.h>
 #include <emmintrin.h>
 #include <linux/magic.h>
+#include "fault.h"
 #include "media.h"
 
 #ifndef MAP_SHARED_VALIDATE
@@ -168,7 +169,8 @@ static void file_note_dirty(struct media *m, uint64_t off, size_t len)
 	if (m->ndirty) {
 		typeof(*m->dirty) *last = &m->dirty[m->ndirty - 1];
 		if (start <= last->end && end >= last->start) {
-			if (start < last->start)
+			/* FAULT_FILE_RUN_START: an injected bug (crash tests only) */
+			if (start < last->start && kura_fault != FAULT_FILE_RUN_START)
 				last->start = start;
 			if (end > last->end)
 				last->end = end;
@@ -238,13 +240,14 @@ void media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len)
 
 void media_fence(struct media *m)
 {
-	trace(m, MEDIA_FENCE, 0, NULL, 0);
 	if (m->kind == KURA_PERSIST_FILE) {
+		trace(m, MEDIA_FENCE, 0, m->dirty, m->ndirty); /* what msync will write */
 		for (size_t i = 0; i < m->ndirty; i++)
 			msync(m->base + m->dirty[i].start, m->dirty[i].end - m->dirty[i].start, MS_SYNC);
 		m->ndirty = 0;
 		return;
 	}
+	trace(m, MEDIA_FENCE, 0, NULL, 0);
 	if (m->kind == KURA_PERSIST_MEMORY) {
 		asm volatile("" ::: "memory");
 		return;

@@ -25,7 +25,8 @@ enum media_event {
 	MEDIA_STORE64, /* 8-byte failure-atomic store */
 	MEDIA_NT,      /* non-temporal copy: already flushed */
 	MEDIA_FLUSH,
-	MEDIA_FENCE,
+	MEDIA_FENCE,   /* file back end: data = the [start, end) runs it msyncs, as
+	                  pairs of uint64_t, and len = their count */
 	MEDIA_MARK,    /* annotation for the crash harness: off = kind, len = arg */
 };
 

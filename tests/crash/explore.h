@@ -2,12 +2,13 @@
  * explore.h — the crash-state explorer.
  *
  * For one workload: run it on a plain pool and dump the state after every
- * entry (the reference); run it again on a pmem-mode pool with a tracer
- * recording every media event; replay the trace through the persistence
- * model (model.h) and, at every fence and every return from an entry, build
- * crash images from the pending lines — none, all, the flushed ones, each
- * line alone and all but each, every prefix of a multi-write line, pairs,
- * all combinations when few, seeded random ones — and check each distinct one:
+ * entry (the reference); run it again on a pool with the back end of the
+ * chosen model (pmem or file) and a tracer recording every media event;
+ * replay the trace through the persistence model (model.h) and, at every
+ * fence and every return from an entry, build crash images from the pending
+ * units (lines or pages) — none, all, the flushed ones, each unit alone and
+ * all but each, a spread of prefixes of a multi-write unit, pairs, all
+ * combinations when few, seeded random ones — and check each distinct one:
  *
  *   recovery (mount) succeeds; fsck finds nothing; the dump equals the
  *   reference after entry j for some j between the last entry that returned
@@ -46,6 +47,7 @@ struct ex_cfg {
 	int stop_first;    /* stop a workload at its first violation */
 	int fault;         /* kura_fault during the traced run */
 	int max_print;     /* violations printed in full */
+	int file;          /* persistence model: 0 pmem (lines), 1 file back end (pages, msync) */
 	uint64_t seed;
 	int progress;       /* print a line every 250 workloads */
 	int shard, nshards; /* this process runs workloads numbered shard mod nshards */
@@ -80,7 +82,7 @@ struct ex {
 	const uint32_t *cur_p; /* the image being checked, for reports */
 	int wl_viol, stop;
 	uint64_t checks_since_drift;
-	uint8_t line_buf[LINE];
+	uint8_t line_buf[UNIT_MAX];
 };
 
 static double now_sec(void)
@@ -90,17 +92,27 @@ static double now_sec(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* The options that replay a run of this configuration. */
+static const char *ex_flags(const struct ex *x)
+{
+	static char f[64];
+	snprintf(f, sizeof f, "%s", x->cfg.file ? " --persist file" : "");
+	if (x->cfg.fault)
+		snprintf(f + strlen(f), sizeof f - strlen(f), " --fault %d", x->cfg.fault);
+	return f;
+}
+
 static void ex_describe_image(struct ex *x, struct sbuf *out)
 {
-	sb_printf(out, "  crash point %llu (trace event %zu); pending lines (offset: writes persisted/pending):",
-		  (unsigned long long)x->point_no, x->event_no);
+	sb_printf(out, "  crash point %llu (trace event %zu); pending %s (offset: writes persisted/pending):",
+		  (unsigned long long)x->point_no, x->event_no, x->cfg.file ? "pages" : "lines");
 	size_t shown = 0;
 	for (size_t i = 0; i < x->pm.npl && x->cur_p; i++) {
 		if (shown++ == 40) {
 			sb_printf(out, " ...");
 			break;
 		}
-		sb_printf(out, " 0x%llx:%u/%u", (unsigned long long)(x->pm.pl[i].line * LINE), x->cur_p[i],
+		sb_printf(out, " 0x%llx:%u/%u", (unsigned long long)(x->pm.pl[i].line * x->pm.unit), x->cur_p[i],
 			  x->pm.pl[i].n);
 	}
 	sb_printf(out, "\n");
@@ -119,8 +131,7 @@ static void ex_violation(struct ex *x, const char *fmt, ...)
 		x->msg.n = 0;
 		sb_printf(&x->msg, "VIOLATION: %s\n  workload: %s\n", why, x->spec);
 		ex_describe_image(x, &x->msg);
-		sb_printf(&x->msg, "  replay: build/tests/crash_test --replay '%s'%s%s\n", x->spec,
-			  x->cfg.fault ? " --fault " : "", x->cfg.fault ? (char[]){ (char)('0' + x->cfg.fault), 0 } : "");
+		sb_printf(&x->msg, "  replay: build/tests/crash_test --replay '%s'%s\n", x->spec, ex_flags(x));
 		if (x->st->violations <= (uint64_t)x->cfg.max_print)
 			fputs(x->msg.p, stdout);
 	}
@@ -175,7 +186,9 @@ static int ex_fsck(struct ex *x, char *why, size_t len)
  * with why filled. */
 static uint64_t ex_recover_dump(struct ex *x, struct sbuf *dump, int record, int *nrec, char *why, size_t len)
 {
-	struct kura_mount_opts o = { .persist = KURA_PERSIST_MEMORY, .no_recover = 1 };
+	/* Recovery runs on the modelled back end: its own crashes are explored. */
+	struct kura_mount_opts o = { .persist = x->cfg.file ? KURA_PERSIST_FILE : KURA_PERSIST_MEMORY,
+				     .no_recover = 1 };
 	int err = 0;
 	kura_fs *fs = kura_mount(x->scratch_path, &o, &err);
 	if (!fs) {
@@ -235,12 +248,37 @@ static int rm_tree(kura_fs *fs, const char *dir)
 	return n == 64 ? rm_tree(fs, dir) : 0;
 }
 
+/* Inode numbers in use, so that what the usability pass creates can be
+ * checked to be new: the dump names link classes, not numbers, so a
+ * recovered allocator handing out a live inode again could hide there. */
+struct ino_set {
+	uint64_t v[512];
+	int n;
+};
+
+static int ino_fresh(struct ino_set *s, uint64_t ino)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->v[i] == ino)
+			return 0;
+	if (s->n < 512)
+		s->v[s->n++] = ino;
+	return 1;
+}
+
 /* Create, write, read back, rename and mkdir in every directory, then
  * delete everything.  Returns 0 or writes what failed into why. */
 static int ex_usability(kura_fs *fs, const char *dump, char *why, size_t len)
 {
 	static char buf[5000], back[5000];
 	wk_pattern(buf, sizeof buf, 99, 0);
+	struct ino_set used = { .n = 0 };
+	for (const char *l = dump; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		char path[600];
+		struct stat st;
+		if (sscanf(l, "%599s", path) == 1 && !kura_lstat(fs, path, &st))
+			ino_fresh(&used, st.st_ino);
+	}
 	const char *l = dump;
 	while (l && *l) {
 		char path[600];
@@ -255,9 +293,16 @@ static int ex_usability(kura_fs *fs, const char *dump, char *why, size_t len)
 				snprintf(why, len, "usability: create %s: %s", f, strerror(-fd));
 				return -1;
 			}
+			struct stat st;
+			int fresh = !kura_fstat(fs, fd, &st) && ino_fresh(&used, st.st_ino);
 			ssize_t w = kura_pwrite(fs, fd, buf, sizeof buf, 0);
 			ssize_t r = kura_pread(fs, fd, back, sizeof back, 0);
 			kura_close(fs, fd);
+			if (!fresh) {
+				snprintf(why, len, "usability: created %s with inode %llu, already in use", f,
+					 (unsigned long long)st.st_ino);
+				return -1;
+			}
 			if (w != (ssize_t)sizeof buf || r != (ssize_t)sizeof back || memcmp(buf, back, sizeof buf)) {
 				snprintf(why, len, "usability: write/read back %s: %zd/%zd", f, w, r);
 				return -1;
@@ -267,6 +312,11 @@ static int ex_usability(kura_fs *fs, const char *dump, char *why, size_t len)
 				e = kura_mkdir(fs, sub, 0755);
 			if (e) {
 				snprintf(why, len, "usability: rename/mkdir in %s: %s", path, strerror(-e));
+				return -1;
+			}
+			if (!kura_lstat(fs, sub, &st) && !ino_fresh(&used, st.st_ino)) {
+				snprintf(why, len, "usability: mkdir %s got inode %llu, already in use", sub,
+					 (unsigned long long)st.st_ino);
 				return -1;
 			}
 		}
@@ -300,20 +350,14 @@ static void ex_recovery_crashes(struct ex *x, uint64_t want, uint64_t image)
 	memset(&x->rtr, 0, sizeof x->rtr);
 	size_t mark = x->u.n;
 	struct pmodel m = { 0 };
-	pm_init(&m, x->S, POOL_SIZE, NULL, &x->u, 2);
+	pm_init(&m, x->cfg.file, x->S, POOL_SIZE, NULL, &x->u, 2);
 	m.h = image ^ 0x5245434f56ull; /* same image hash scheme, its own key space */
 	char why[600];
 	for (size_t i = 0; i <= rt.n && !x->stop; i++) {
 		struct tev *e = i < rt.n ? &rt.e[i] : NULL;
-		if (e && e->kind != MEDIA_FENCE) {
-			if (e->kind == MEDIA_STORE || e->kind == MEDIA_STORE64 || e->kind == MEDIA_NT)
-				pm_store(&m, e->off, rt.data + e->at, e->kind == MEDIA_STORE64 ? 8 : e->len,
-					 e->kind == MEDIA_NT);
-			else if (e->kind == MEDIA_FLUSH)
-				pm_flush(&m, e->off, e->len);
+		if (e && !pm_event(&m, &rt, e))
 			continue;
-		}
-		/* none, all, then each line alone */
+		/* none, all, then each unit alone */
 		long nimg = 2 + (m.npl < (size_t)x->cfg.recov_lines ? (long)m.npl : x->cfg.recov_lines);
 		for (long k = 0; k < nimg && m.npl; k++) {
 			size_t m2 = x->u.n;
@@ -322,11 +366,12 @@ static void ex_recovery_crashes(struct ex *x, uint64_t want, uint64_t image)
 				uint32_t pre = k == 0 ? 0 : k == 1 ? m.pl[l].n : (l == (size_t)(k - 2) ? m.pl[l].n : 0);
 				if (!pre)
 					continue;
-				uint8_t img[LINE];
+				uint8_t img[UNIT_MAX];
+				uint64_t at = m.pl[l].line * m.unit;
 				pm_line_image(&m, l, pre, img);
-				key ^= line_hash(m.pl[l].line, x->S + m.pl[l].line * LINE) ^ line_hash(m.pl[l].line, img);
-				undo_save(&x->u, m.pl[l].line * LINE, LINE);
-				memcpy(x->S + m.pl[l].line * LINE, img, LINE);
+				key ^= line_hash(&m, m.pl[l].line, x->S + at) ^ line_hash(&m, m.pl[l].line, img);
+				undo_save(&x->u, at, m.unit);
+				memcpy(x->S + at, img, m.unit);
 			}
 			if (!kset_add(&x->seen, key)) {
 				undo_rollback(&x->u, m2);
@@ -419,13 +464,13 @@ static void ex_try(struct ex *x, const uint32_t *p, int lo, int hi)
 	for (size_t i = 0; i < x->pm.npl; i++) {
 		if (!p[i])
 			continue;
-		uint64_t l = x->pm.pl[i].line;
+		uint64_t l = x->pm.pl[i].line, unit = x->pm.unit;
 		pm_line_image(&x->pm, i, p[i], x->line_buf);
-		if (!memcmp(x->line_buf, x->D + l * LINE, LINE))
+		if (!memcmp(x->line_buf, x->D + l * unit, unit))
 			continue;
-		h ^= line_hash(l, x->D + l * LINE) ^ line_hash(l, x->line_buf);
-		undo_save(&x->u, l * LINE, LINE);
-		memcpy(x->S + l * LINE, x->line_buf, LINE);
+		h ^= line_hash(&x->pm, l, x->D + l * unit) ^ line_hash(&x->pm, l, x->line_buf);
+		undo_save(&x->u, l * unit, unit);
+		memcpy(x->S + l * unit, x->line_buf, unit);
 	}
 	if (kset_add(&x->seen, h)) {
 		x->cur_p = p;
@@ -447,10 +492,27 @@ static void ex_point(struct ex *x, int lo, int hi)
 	x->st->points++;
 	size_t n = x->pm.npl;
 	uint32_t *p = calloc(n + 1, sizeof *p), *c = calloc(n + 1, sizeof *c), *f = calloc(n + 1, sizeof *f);
+	/* Prefixes tried one by one and combined exhaustively: unit i's are
+	 * cut[cut0[i]] .. cut[cut0[i + 1] - 1], from 0 up to all of them.  A
+	 * line's are all its words; a page gathers hundreds, so only where a
+	 * store call begins (tears inside calls are left to the random images). */
+	size_t *cut0 = calloc(n + 1, sizeof *cut0), ncut = 0;
+	for (size_t i = 0; i < n; i++)
+		ncut += x->pm.pl[i].n + 1;
+	uint32_t *cut = calloc(ncut + 1, sizeof *cut), *q = calloc(n + 1, sizeof *q);
+	ncut = 0;
 	for (size_t i = 0; i < n; i++) {
-		c[i] = x->pm.pl[i].n;
-		f[i] = x->pm.pl[i].flushed;
+		const struct pline *pl = &x->pm.pl[i];
+		c[i] = pl->n;
+		f[i] = pl->flushed;
+		cut0[i] = ncut;
+		cut[ncut++] = 0;
+		for (uint32_t k = 1; k < pl->n; k++)
+			if (!x->pm.file || pl->w[k].first)
+				cut[ncut++] = k;
+		cut[ncut++] = pl->n;
 	}
+	cut0[n] = ncut;
 	long budget = x->cfg.point_budget;
 #define SET(v) for (size_t k_ = 0; k_ < n; k_++) p[k_] = (v)
 #define TRY()                                            \
@@ -474,12 +536,10 @@ static void ex_point(struct ex *x, int lo, int hi)
 		TRY();
 	}
 	for (size_t i = 0; i < n; i++) {
-		if (c[i] < 2)
-			continue;
-		uint32_t step = (c[i] - 1) / 8 + 1;
-		for (uint32_t k = 1; k < c[i]; k += step) {
+		size_t inner = cut0[i + 1] - cut0[i] - 2, step = inner / 8 + 1;
+		for (size_t k = 1; k <= inner; k += step) {
 			SET(f[k_]);
-			p[i] = k;
+			p[i] = cut[cut0[i] + k];
 			TRY();
 		}
 	}
@@ -496,17 +556,17 @@ static void ex_point(struct ex *x, int lo, int hi)
 			}
 	double combos = 1;
 	for (size_t i = 0; i < n; i++)
-		combos *= c[i] + 1.0;
+		combos *= (double)(cut0[i + 1] - cut0[i]);
 	if (combos <= x->cfg.exh_bound) {
 		SET(0);
 		for (;;) {
 			TRY();
 			size_t i = 0;
-			while (i < n && p[i] == c[i])
-				p[i++] = 0;
+			while (i < n && cut0[i] + q[i] + 1 == cut0[i + 1])
+				q[i] = 0, p[i] = 0, i++;
 			if (i == n)
 				break;
-			p[i]++;
+			p[i] = cut[cut0[i] + ++q[i]];
 		}
 	}
 	uint64_t rs = x->cfg.seed ^ hash_bytes(x->point_no, x->spec, strlen(x->spec));
@@ -523,6 +583,9 @@ out:
 	free(p);
 	free(c);
 	free(f);
+	free(cut0);
+	free(cut);
+	free(q);
 }
 
 /* ---- one workload --------------------------------------------------------- */
@@ -617,10 +680,19 @@ static int ex_traced(struct ex *x)
 {
 	if (kura_mkfs(x->work_path, POOL_SIZE, 1))
 		return -1;
-	kura_fs *fs = kura_mount(x->work_path, &(struct kura_mount_opts){ .persist = KURA_PERSIST_PMEM }, NULL);
+	enum kura_persist kind = x->cfg.file ? KURA_PERSIST_FILE : KURA_PERSIST_PMEM;
+	kura_fs *fs = kura_mount(x->work_path, &(struct kura_mount_opts){ .persist = kind }, NULL);
 	struct wk_ctx c;
 	if (!fs || wk_setup(fs, &c))
 		return -1;
+	/* KURA_PERSIST in the environment overrides the mount option; the
+	 * model must describe the back end that really ran. */
+	if (fs->m.kind != kind) {
+		fprintf(stderr, "harness: the traced pool runs the %s back end, not the modelled one\n",
+			media_kind_name(&fs->m));
+		kura_unmount(fs);
+		return -1;
+	}
 	memcpy(x->D, fs->m.base, POOL_SIZE);
 	trace_reset(&x->tr);
 	fs->m.tracer.event = ex_record_tracer;
@@ -659,28 +731,16 @@ static int ex_workload(struct ex *x, const int *ops, int nops)
 	x->st->workloads++;
 	x->st->entries += (uint64_t)x->nops;
 	memcpy(x->S, x->D, POOL_SIZE);
-	pm_init(&x->pm, x->D, POOL_SIZE, x->S, NULL, 1);
+	pm_init(&x->pm, x->cfg.file, x->D, POOL_SIZE, x->S, NULL, 1);
 	kset_clear(&x->seen);
 	int inflight = 0, done = 0;
 	for (size_t i = 0; i < x->tr.n && !x->stop; i++) {
 		struct tev *e = &x->tr.e[i];
 		x->event_no = i;
-		switch (e->kind) {
-		case MEDIA_STORE:
-		case MEDIA_NT:
-			pm_store(&x->pm, e->off, x->tr.data + e->at, e->len, e->kind == MEDIA_NT);
-			break;
-		case MEDIA_STORE64:
-			pm_store(&x->pm, e->off, x->tr.data + e->at, 8, 0);
-			break;
-		case MEDIA_FLUSH:
-			pm_flush(&x->pm, e->off, e->len);
-			break;
-		case MEDIA_FENCE:
+		if (pm_event(&x->pm, &x->tr, e)) {
 			ex_point(x, inflight ? inflight - 1 : done, inflight ? inflight : done);
 			pm_fence(&x->pm);
-			break;
-		case MEDIA_MARK:
+		} else if (e->kind == MEDIA_MARK) {
 			if (e->off == 'O')
 				inflight = (int)e->len;
 			if (e->off == 'o') {
@@ -688,7 +748,6 @@ static int ex_workload(struct ex *x, const int *ops, int nops)
 				inflight = 0;
 				ex_point(x, done, done);
 			}
-			break;
 		}
 	}
 	if (memcmp(x->S, x->D, POOL_SIZE)) {

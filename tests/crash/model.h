@@ -2,15 +2,24 @@
  * model.h — the recorded trace and the persistence model that turns it into
  * crash images.
  *
- * Model (pmem, after Vinter): a durable image plus, per 64-byte line, the
- * writes not yet known durable, in program order, split into the 8-byte
- * words that are the tearing unit (an aligned media_store64 is one word, so
- * never torn).  A flush marks what a line holds so far; a fence makes every
- * flushed prefix durable.  Unflushed writes stay pending across fences: the
- * cache may still write them back at any time.  A crash leaves, for each
- * pending line independently, some prefix of its writes — lines are not
- * ordered with each other, writes within one line are.  Non-temporal copies
- * count as flushed when issued.
+ * Model (pmem, after Vinter): a durable image plus, per unit (a 64-byte
+ * line), the writes not yet known durable, in program order, split into the
+ * 8-byte words that are the tearing unit (an aligned media_store64 is one
+ * word, so never torn).  A flush marks what a unit holds so far; a fence
+ * makes every flushed prefix durable.  Unflushed writes stay pending across
+ * fences: the cache may still write them back at any time.  A crash leaves,
+ * for each pending unit independently, some prefix of its writes — units are
+ * not ordered with each other, writes within one unit are.  Non-temporal
+ * copies count as flushed when issued.
+ *
+ * Model file (the file back end): the unit is the 4 KiB page and the
+ * durability point is msync.  The engine's flushes only record dirty ranges
+ * there, so the model ignores them and takes what the back end really
+ * msyncs, the runs it hands the tracer with each fence (media.h); msync
+ * writes whole pages, so those runs mark every write so far to their pages
+ * flushed.  The kernel may write back any dirty page at any moment with
+ * what it holds then, a program-order prefix of its writes: the same
+ * prefix rule as lines, one page at a time.
  */
 #ifndef CRASH_MODEL_H
 #define CRASH_MODEL_H
@@ -18,7 +27,7 @@
 #include "media.h"
 #include "crash/util.h"
 
-#define LINE 64u
+#define UNIT_MAX 4096u /* the page */
 
 /* ---- the trace ---------------------------------------------------------- */
 
@@ -42,13 +51,15 @@ static void trace_add(struct trace *t, enum media_event ev, uint64_t off, const 
 	e->off = off;
 	e->len = len;
 	e->at = t->nd;
-	if (data && (ev == MEDIA_STORE || ev == MEDIA_STORE64 || ev == MEDIA_NT)) {
-		while (t->nd + len > t->capd) {
+	/* A file back end's fence carries len runs of two uint64_t (media.h). */
+	uint64_t bytes = ev == MEDIA_FENCE ? len * 16 : len;
+	if (data && (ev == MEDIA_STORE || ev == MEDIA_STORE64 || ev == MEDIA_NT || ev == MEDIA_FENCE)) {
+		while (t->nd + bytes > t->capd) {
 			t->capd = t->capd ? t->capd * 2 : 1 << 20;
 			t->data = xrealloc(t->data, t->capd);
 		}
-		memcpy(t->data + t->nd, data, len);
-		t->nd += len;
+		memcpy(t->data + t->nd, data, bytes);
+		t->nd += bytes;
 	}
 }
 
@@ -65,10 +76,12 @@ static CRASH_UNUSED void trace_free(struct trace *t)
 	memset(t, 0, sizeof *t);
 }
 
-/* ---- pending lines ------------------------------------------------------ */
+/* ---- pending units ------------------------------------------------------ */
 
 struct pword {
-	uint8_t at, len;
+	uint16_t at;   /* offset inside the unit */
+	uint8_t len;
+	uint8_t first; /* the first word of a store call */
 	uint8_t b[8];
 };
 
@@ -79,6 +92,8 @@ struct pline {
 };
 
 struct pmodel {
+	uint32_t unit;          /* bytes per unit: 64 (pmem) or 4096 (file) */
+	int file;               /* flushes are msync runs carried by fences */
 	uint8_t *base;          /* the durable image */
 	uint64_t size;
 	uint8_t *mirror;        /* kept equal to base when set (the scratch pool) */
@@ -91,26 +106,30 @@ struct pmodel {
 	size_t mapcap;
 };
 
-static inline uint64_t line_hash(uint64_t line, const uint8_t *p)
+static inline uint64_t line_hash(const struct pmodel *m, uint64_t line, const uint8_t *p)
 {
-	return hash_bytes(line * 0x9e3779b97f4a7c15ull, p, LINE);
+	return hash_bytes(line * 0x9e3779b97f4a7c15ull, p, m->unit);
 }
 
-static void pm_init(struct pmodel *m, uint8_t *base, uint64_t size, uint8_t *mirror, struct undo *bu, int track)
+/* file selects the model: 0 pmem lines, 1 file pages. */
+static void pm_init(struct pmodel *m, int file, uint8_t *base, uint64_t size, uint8_t *mirror, struct undo *bu,
+		    int track)
 {
 	for (size_t i = 0; i < m->cap; i++)
 		free(m->pl[i].w);
 	free(m->pl);
 	free(m->map);
 	memset(m, 0, sizeof *m);
+	m->file = file;
+	m->unit = file ? UNIT_MAX : MEDIA_LINE;
 	m->base = base;
 	m->size = size;
 	m->mirror = mirror;
 	m->base_undo = bu;
 	m->track_hash = track;
 	if (track == 1) /* 2: the caller sets h and only changes are tracked */
-		for (uint64_t l = 0; l < size / LINE; l++)
-			m->h ^= line_hash(l, base + l * LINE);
+		for (uint64_t l = 0; l < size / m->unit; l++)
+			m->h ^= line_hash(m, l, base + l * m->unit);
 	m->mapcap = 1024;
 	m->map = calloc(m->mapcap, sizeof *m->map);
 }
@@ -178,18 +197,21 @@ static struct pline *pm_line(struct pmodel *m, uint64_t line, int create)
 static void pm_store(struct pmodel *m, uint64_t off, const uint8_t *data, uint64_t len, int flushed)
 {
 	uint64_t end = off + len;
+	uint8_t first = 1;
 	while (off < end) {
 		uint64_t stop = (off | 7) + 1;
 		if (stop > end)
 			stop = end;
-		struct pline *p = pm_line(m, off / LINE, 1);
+		struct pline *p = pm_line(m, off / m->unit, 1);
 		if (p->n == p->cap) {
 			p->cap = p->cap ? p->cap * 2 : 8;
 			p->w = xrealloc(p->w, p->cap * sizeof *p->w);
 		}
 		struct pword *w = &p->w[p->n++];
-		w->at = (uint8_t)(off % LINE);
+		w->at = (uint16_t)(off % m->unit);
 		w->len = (uint8_t)(stop - off);
+		w->first = first;
+		first = 0;
 		memcpy(w->b, data, stop - off);
 		if (flushed)
 			p->flushed = p->n;
@@ -200,32 +222,32 @@ static void pm_store(struct pmodel *m, uint64_t off, const uint8_t *data, uint64
 
 static void pm_flush(struct pmodel *m, uint64_t off, uint64_t len)
 {
-	for (uint64_t l = off / LINE; l * LINE < off + len; l++) {
+	for (uint64_t l = off / m->unit; l * m->unit < off + len; l++) {
 		struct pline *p = pm_line(m, l, 0);
 		if (p)
 			p->flushed = p->n;
 	}
 }
 
-/* The contents line i would have if its first k pending writes persisted. */
+/* The contents unit i would have if its first k pending writes persisted. */
 static void pm_line_image(const struct pmodel *m, size_t i, uint32_t k, uint8_t *out)
 {
 	const struct pline *p = &m->pl[i];
-	memcpy(out, m->base + p->line * LINE, LINE);
+	memcpy(out, m->base + p->line * m->unit, m->unit);
 	for (uint32_t j = 0; j < k; j++)
 		memcpy(out + p->w[j].at, p->w[j].b, p->w[j].len);
 }
 
 static void pm_set_base_line(struct pmodel *m, uint64_t line, const uint8_t *img)
 {
-	uint8_t *at = m->base + line * LINE;
+	uint8_t *at = m->base + line * m->unit;
 	if (m->track_hash)
-		m->h ^= line_hash(line, at) ^ line_hash(line, img);
+		m->h ^= line_hash(m, line, at) ^ line_hash(m, line, img);
 	if (m->base_undo)
-		undo_save(m->base_undo, line * LINE, LINE);
-	memcpy(at, img, LINE);
+		undo_save(m->base_undo, line * m->unit, m->unit);
+	memcpy(at, img, m->unit);
 	if (m->mirror)
-		memcpy(m->mirror + line * LINE, img, LINE);
+		memcpy(m->mirror + line * m->unit, img, m->unit);
 }
 
 /* Everything flushed becomes durable; the rest stays pending. */
@@ -235,7 +257,7 @@ static void pm_fence(struct pmodel *m)
 	for (size_t i = 0; i < m->npl; i++) {
 		struct pline *p = &m->pl[i];
 		if (p->flushed) {
-			uint8_t img[LINE];
+			uint8_t img[UNIT_MAX];
 			pm_line_image(m, i, p->flushed, img);
 			pm_set_base_line(m, p->line, img);
 			memmove(p->w, p->w + p->flushed, (p->n - p->flushed) * sizeof *p->w);
@@ -255,6 +277,36 @@ static void pm_fence(struct pmodel *m)
 		m->npl = keep;
 		pm_rebuild_map(m);
 	}
+}
+
+/* Feeds one traced event to the model; returns 1 at a fence, where the
+ * caller takes its crash point before calling pm_fence. */
+static int pm_event(struct pmodel *m, const struct trace *t, const struct tev *e)
+{
+	const uint8_t *d = t->data + e->at;
+	switch (e->kind) {
+	case MEDIA_STORE:
+	case MEDIA_NT:
+		/* The file back end's copy_nt is a memcpy whose flush, like
+		 * every other, reaches the model through the fence's runs. */
+		pm_store(m, e->off, d, e->len, e->kind == MEDIA_NT && !m->file);
+		break;
+	case MEDIA_STORE64:
+		pm_store(m, e->off, d, 8, 0);
+		break;
+	case MEDIA_FLUSH:
+		if (!m->file)
+			pm_flush(m, e->off, e->len);
+		break;
+	case MEDIA_FENCE:
+		for (uint64_t r = 0; m->file && r < e->len; r++) {
+			uint64_t run[2];
+			memcpy(run, d + r * 16, sizeof run);
+			pm_flush(m, run[0], run[1] - run[0]);
+		}
+		return 1;
+	}
+	return 0;
 }
 
 #endif
