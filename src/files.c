@@ -585,12 +585,12 @@ int kura_fallocate(kura_fs *fs, int fd, int mode, off_t offset, off_t len)
 
 int kura_fsync(kura_fs *fs, int fd)
 {
-	/* Every operation was durable when it returned. */
+	/* Every operation was durable when it returned, unless an msync failed. */
 	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;
 	ofile_put(fs, of);
-	return 0;
+	return fs->m.io_err ? -EIO : 0;
 }
 
 int kura_fstat(kura_fs *fs, int fd, struct stat *st)

@@ -243,7 +243,9 @@ void media_fence(struct media *m)
 	if (m->kind == KURA_PERSIST_FILE) {
 		trace(m, MEDIA_FENCE, 0, m->dirty, m->ndirty); /* what msync will write */
 		for (size_t i = 0; i < m->ndirty; i++)
-			msync(m->base + m->dirty[i].start, m->dirty[i].end - m->dirty[i].start, MS_SYNC);
+			if (msync(m->base + m->dirty[i].start, m->dirty[i].end - m->dirty[i].start, MS_SYNC) &&
+			    !m->io_err)
+				m->io_err = errno;
 		m->ndirty = 0;
 		return;
 	}

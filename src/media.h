@@ -47,6 +47,9 @@ struct media {
 	/* file back end: pages flushed since the last fence, as [start, end) runs */
 	struct { uint64_t start, end; } *dirty;
 	size_t ndirty, cap_dirty;
+	/* file back end: the first msync failure (an errno).  From then on
+	 * nothing written is known durable; the layers above refuse changes. */
+	int io_err;
 };
 
 /* Maps fd (size bytes).  Fills *m; returns 0 or -errno. */

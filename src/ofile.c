@@ -149,7 +149,9 @@ struct ofile *fd_remove(struct kura_fs *fs, int fd)
  * inode if it was unlinked meanwhile. */
 static void release(struct kura_fs *fs, uint64_t ino)
 {
-	if (fs->read_only) {
+	/* Without the right to change the pool (read-only, or an msync failed),
+	 * an unlinked file stays an orphan for the next mount to reclaim. */
+	if (fs->read_only || fs->m.io_err) {
 		fs_lock_for_read(fs);
 		lock_open_dec(&fs->lk, ino);
 		fs_unlock_for_read(fs);

@@ -319,6 +319,10 @@ int fs_begin(struct kura_fs *fs)
 {
 	if (fs->read_only)
 		return -EROFS;
+	/* A failed msync: what this mount wrote may not be on the disk, so it
+	 * says so instead of acknowledging more (remount to recover). */
+	if (fs->m.io_err)
+		return -EIO;
 	take_lock(fs);
 	lock_write_begin(&fs->lk);
 	alloc_drop_frees(fs);
@@ -339,6 +343,8 @@ int fs_end(struct kura_fs *fs, int ret)
 		int err = tx_commit(&fs->tx);
 		if (err)
 			ret = err;
+		else if (fs->m.io_err)
+			ret = -EIO; /* applied, but not known durable */
 	}
 	lock_write_end(&fs->lk);
 	lock_release(&fs->lk);
