@@ -24,8 +24,40 @@ uint64_t alloc_free_count(const struct kura_fs *fs)
 	return fs_state(fs)->free_blocks;
 }
 
-/* Next-fit from a per-process hint; the hint is only a guess, the bitmap
- * decides.  Words are scanned whole so a full region costs 1/64 per block. */
+static uint64_t claim(struct kura_fs *fs, uint64_t b, uint64_t bits, int zero)
+{
+	struct tx *t = &fs->tx;
+	tx_write64(t, bitmap_word_off(fs, b), bits | (1ull << (b % 64)));
+	tx_write64(t, STATE_OFF(free_blocks), fs_state(fs)->free_blocks - 1);
+	if (t->err)
+		return 0;
+	tx_mark_fresh(t, b);
+	if (zero) {
+		/* Unlogged (the block is fresh) but flushed now; commit's fence
+		 * orders it before the block becomes reachable. */
+		media_memset(&fs->m, block_off(b), 0, KURA_BLOCK);
+		media_flush(&fs->m, block_off(b), KURA_BLOCK);
+	}
+	return b;
+}
+
+/* A block this mount freed lately, if still free.  An overwrite frees the
+ * block it replaces, somewhere inside a full region: without this, next-fit
+ * would scan from its hint across that region to reach it, on every write. */
+static uint64_t reuse_recent(struct kura_fs *fs, int zero)
+{
+	while (fs->nrecent_free) {
+		uint64_t b = fs->recent_free[--fs->nrecent_free];
+		uint64_t bits = bitmap_word(fs, b / 64);
+		if (b < fs->nblocks && b >= fs->first_data_block && !((bits >> (b % 64)) & 1))
+			return claim(fs, b, bits, zero);
+	}
+	return 0;
+}
+
+/* Recently freed blocks first, then next-fit from a per-process hint; both
+ * are only guesses, the bitmap decides.  Words are scanned whole so a full
+ * region costs 1/64 per block. */
 uint64_t alloc_block(struct kura_fs *fs, int zero)
 {
 	struct tx *t = &fs->tx;
@@ -35,6 +67,9 @@ uint64_t alloc_block(struct kura_fs *fs, int zero)
 		tx_fail(t, -ENOSPC);
 		return 0;
 	}
+	uint64_t b = reuse_recent(fs, zero);
+	if (b || t->err)
+		return b;
 	uint64_t nwords = (fs->nblocks + 63) / 64;
 	uint64_t start = fs->alloc_hint / 64;
 	if (start >= nwords)
@@ -44,22 +79,11 @@ uint64_t alloc_block(struct kura_fs *fs, int zero)
 		uint64_t bits = bitmap_word(fs, w);
 		if (bits == ~0ull)
 			continue;
-		uint64_t b = w * 64 + (uint64_t)__builtin_ctzll(~bits);
+		b = w * 64 + (uint64_t)__builtin_ctzll(~bits);
 		if (b >= fs->nblocks)
 			continue;
-		tx_write64(t, bitmap_word_off(fs, b), bits | (1ull << (b % 64)));
-		tx_write64(t, STATE_OFF(free_blocks), fs_state(fs)->free_blocks - 1);
-		if (t->err)
-			return 0;
-		tx_mark_fresh(t, b);
-		if (zero) {
-			/* Unlogged (the block is fresh) but flushed now; commit's fence
-			 * orders it before the block becomes reachable. */
-			media_memset(&fs->m, block_off(b), 0, KURA_BLOCK);
-			media_flush(&fs->m, block_off(b), KURA_BLOCK);
-		}
 		fs->alloc_hint = b + 1;
-		return b;
+		return claim(fs, b, bits, zero);
 	}
 	tx_fail(t, -ENOSPC);
 	return 0;
@@ -95,6 +119,8 @@ void alloc_apply_frees(struct kura_fs *fs)
 		freed++;
 		if (b < fs->alloc_hint)
 			fs->alloc_hint = b;
+		if (fs->nrecent_free < sizeof fs->recent_free / sizeof *fs->recent_free)
+			fs->recent_free[fs->nrecent_free++] = b;
 	}
 	if (freed)
 		tx_write64(t, STATE_OFF(free_blocks), fs_state(fs)->free_blocks + freed);

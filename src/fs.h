@@ -47,6 +47,9 @@ struct kura_fs {
 	struct kura_ts op_time;
 	/* allocator (DRAM, valid only under the mutex) */
 	uint64_t alloc_hint;
+	/* Blocks this mount freed lately, tried before the scan (alloc.c). */
+	uint64_t recent_free[32];
+	unsigned nrecent_free;
 	uint64_t *pending_free;
 	size_t npending_free, cap_pending_free;
 	int mounted_alone;           /* no other process had the pool mounted */
