@@ -72,6 +72,29 @@ def run_both(env, name, argv_fn, shell=False, cwd=None):
     return outs
 
 
+def run_both_with_host(env, tmp_path, name, script):
+    """A bash script on tmpfs and under the prefix, with $B its base directory
+    and $H a host directory of its own (outside both); each is replaced in the
+    output (BASE, HOST).  Returns [(rc, output) on tmpfs, (rc, output) on kura]."""
+    outs = []
+    for kind in ("tmpfs", "kura"):
+        host = tmp_path / kind
+        host.mkdir()
+        if kind == "tmpfs":
+            base = str(env["tmpfs"] / name)
+            os.makedirs(base)
+            e = dict(os.environ)
+            e.pop("LD_PRELOAD", None)
+        else:
+            base = f"{PREFIX}/{name}"
+            e = env["env"]
+            subprocess.run(["mkdir", base], env=e, check=True)
+        r = subprocess.run(["bash", "-c", f"B={base}\nH={host}\n" + script], env=e, capture_output=True,
+                           text=True, timeout=120, cwd="/")
+        outs.append((r.returncode, (r.stdout + r.stderr).replace(base, "BASE").replace(str(host), "HOST")))
+    return outs
+
+
 SECTIONS = ["files", "dirs", "paths", "stdio", "locks", "procs"]
 
 
@@ -262,23 +285,7 @@ def test_symlinks_across_prefix(env, tmp_path):
     cross back in through a host link, loops across the boundary; readlink
     shows the stored text; realpath, cat, ls -L, find -L, cp -a agree with
     tmpfs."""
-    outs = []
-    for kind in ("tmpfs", "kura"):
-        host = tmp_path / kind
-        host.mkdir()
-        if kind == "tmpfs":
-            base = str(env["tmpfs"] / "symlinks")
-            os.makedirs(base)
-            e = dict(os.environ)
-            e.pop("LD_PRELOAD", None)
-        else:
-            base = f"{PREFIX}/symlinks"
-            e = env["env"]
-            subprocess.run(["mkdir", base], env=e, check=True)
-        r = subprocess.run(["bash", "-c", f"B={base}\nH={host}\n" + SYMLINKS], env=e, capture_output=True,
-                           text=True, timeout=120, cwd="/")
-        outs.append((r.returncode, (r.stdout + r.stderr).replace(base, "BASE").replace(str(host), "HOST")))
-    (rc0, out0), (rc1, out1) = outs
+    (rc0, out0), (rc1, out1) = run_both_with_host(env, tmp_path, "symlinks", SYMLINKS)
     assert rc0 == 0, out0
     assert "== c -> HOST/hb\nBASE/x\ninside\n" in out0  # the scenario means what it says
     assert "Too many levels of symbolic links" in out0
@@ -595,23 +602,7 @@ def test_host_symlinks_into_prefix(env, tmp_path):
     exe = tmp_path / "hostsym"
     (tmp_path / "hostsym.c").write_text(HOSTSYM_C)
     subprocess.run(["gcc", "-O1", "-o", str(exe), str(tmp_path / "hostsym.c")], check=True)
-    outs = []
-    for kind in ("tmpfs", "kura"):
-        host = tmp_path / kind
-        host.mkdir()
-        if kind == "tmpfs":
-            base = str(env["tmpfs"] / "hostsym")
-            os.makedirs(base)
-            e = dict(os.environ)
-            e.pop("LD_PRELOAD", None)
-        else:
-            base = f"{PREFIX}/hostsym"
-            e = env["env"]
-            subprocess.run(["mkdir", base], env=e, check=True)
-        r = subprocess.run(["bash", "-c", f"B={base}\nH={host}\nC={exe}\n" + HOSTSYM], env=e,
-                           capture_output=True, text=True, timeout=120, cwd="/")
-        outs.append((r.returncode, (r.stdout + r.stderr).replace(base, "BASE").replace(str(host), "HOST")))
-    (rc0, out0), (rc1, out1) = outs
+    (rc0, out0), (rc1, out1) = run_both_with_host(env, tmp_path, "hostsym", f"C={exe}\n" + HOSTSYM)
     assert rc0 == 0, out0
     # the scenario means what it says on tmpfs
     assert "open l: inside\n" in out0 and "rename d/c2 -> host: Invalid cross-device link\n" in out0

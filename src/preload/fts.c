@@ -159,6 +159,21 @@ static unsigned short do_stat(FTS *sp, FTSENT *p, int follow)
 	return FTS_DEFAULT;
 }
 
+/* FTS_FOLLOW: the link becomes its target; a directory reached so, when
+ * fts changes directory, needs a way back (fts_symfd), as in glibc. */
+static void follow_link(FTS *sp, FTSENT *p)
+{
+	p->fts_info = do_stat(sp, p, 1);
+	if (p->fts_info == FTS_D && !ISSET(sp, FTS_NOCHDIR)) {
+		if ((p->fts_symfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
+			p->fts_errno = errno;
+			p->fts_info = FTS_ERR;
+		} else {
+			p->fts_flags |= FTS_SYMFOLLOW;
+		}
+	}
+}
+
 /* Makes directory p the cwd, through fd if >= 0 or else path (relative to
  * the cwd), checking that it still is the directory p was statted as: a
  * directory renamed meanwhile must not send the walk somewhere else. */
@@ -459,15 +474,7 @@ static FTSENT *k_read(FTS *sp)
 	}
 	/* FTS_FOLLOW on a link just returned: return it again as its target. */
 	if (instr == FTS_FOLLOW && (p->fts_info == FTS_SL || p->fts_info == FTS_SLNONE)) {
-		p->fts_info = do_stat(sp, p, 1);
-		if (p->fts_info == FTS_D && !ISSET(sp, FTS_NOCHDIR)) {
-			if ((p->fts_symfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-				p->fts_errno = errno;
-				p->fts_info = FTS_ERR;
-			} else {
-				p->fts_flags |= FTS_SYMFOLLOW;
-			}
-		}
+		follow_link(sp, p);
 		return p;
 	}
 	if (p->fts_info == FTS_D) {
@@ -520,15 +527,7 @@ next:
 		if (p->fts_instr == FTS_SKIP)
 			goto next;
 		if (p->fts_instr == FTS_FOLLOW) {
-			p->fts_info = do_stat(sp, p, 1);
-			if (p->fts_info == FTS_D && !ISSET(sp, FTS_NOCHDIR)) {
-				if ((p->fts_symfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-					p->fts_errno = errno;
-					p->fts_info = FTS_ERR;
-				} else {
-					p->fts_flags |= FTS_SYMFOLLOW;
-				}
-			}
+			follow_link(sp, p);
 			p->fts_instr = FTS_NOINSTR;
 		}
 		return p;
