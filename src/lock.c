@@ -79,15 +79,23 @@ out:
 	return err;
 }
 
-void lock_detach(struct lockh *h)
+void lock_detach(struct lockh *h, int pool_fd)
 {
 	if (!h->t)
 		return;
 	munmap(h->t, sizeof(struct locktab));
-	/* The last one out removes the table; the next mount starts afresh. */
+	/* The last one out removes the table; the next mount starts afresh.
+	 * Under the pool's flock: an attacher that opened the table but has not
+	 * yet taken its shared flock would otherwise go on with a removed table
+	 * while later mounts make a new one, and nothing would serialise them. */
+	if (pool_fd >= 0)
+		while (flock(pool_fd, LOCK_EX) && errno == EINTR)
+			;
 	if (flock(h->fd, LOCK_EX | LOCK_NB) == 0)
 		shm_unlink(h->name);
 	close(h->fd);
+	if (pool_fd >= 0)
+		flock(pool_fd, LOCK_UN);
 	h->t = NULL;
 	h->fd = -1;
 }

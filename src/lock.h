@@ -41,7 +41,10 @@ struct lockh {
 /* Attaches to (creating if needed) the table of the pool open as pool_fd.
  * *alone is set when no other process has the pool mounted. */
 int lock_attach(struct lockh *h, int pool_fd, int *alone);
-void lock_detach(struct lockh *h);
+/* pool_fd: the pool's file, whose flock serialises the last detach's
+ * removal of the table with a concurrent attach; -1 when no other process
+ * can be attaching. */
+void lock_detach(struct lockh *h, int pool_fd);
 
 /* Returns 1 if the previous holder died while holding it: the caller must
  * repair the pool, then call lock_mark_consistent(). */

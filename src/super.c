@@ -466,7 +466,7 @@ out:
 
 void fs_close(struct kura_fs *fs)
 {
-	lock_detach(&fs->lk);
+	lock_detach(&fs->lk, fs->pool_fd);
 	tx_destroy(&fs->tx);
 	media_unmap(&fs->m);
 	close(fs->pool_fd);

@@ -624,7 +624,7 @@ static int ex_init(struct ex *x, const struct ex_cfg *cfg, struct ex_stats *st)
 
 static void ex_fini(struct ex *x)
 {
-	lock_detach(&x->hold);
+	lock_detach(&x->hold, -1); /* one process: nobody attaches meanwhile */
 	munmap(x->S, POOL_SIZE);
 	free(x->D);
 	unlink(x->work_path);
