@@ -52,21 +52,27 @@ def env(tmp_path_factory):
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+def make_base(env, kind, name):
+    """The directory a check runs in, on tmpfs or under the prefix, and the
+    environment to run it with."""
+    if kind == "tmpfs":
+        base = str(env["tmpfs"] / name)
+        os.makedirs(base)
+        e = dict(os.environ)
+        e.pop("LD_PRELOAD", None)
+    else:
+        base = f"{PREFIX}/{name}"
+        e = env["env"]
+        subprocess.run(["mkdir", base], env=e, check=True)
+    return base, e
+
+
 def run_both(env, name, argv_fn, shell=False, cwd=None):
     """argv_fn(base) -> command; returns (tmpfs output, kura output)."""
     outs = []
     for kind in ("tmpfs", "kura"):
-        if kind == "tmpfs":
-            base = str(env["tmpfs"] / name)
-            os.makedirs(base)
-            e = dict(os.environ)
-            e.pop("LD_PRELOAD", None)
-        else:
-            base = f"{PREFIX}/{name}"
-            e = env["env"]
-            subprocess.run(["mkdir", base], env=e, check=True)
-        cmd = argv_fn(base)
-        r = subprocess.run(cmd, shell=shell, env=e, capture_output=True, text=True, timeout=120,
+        base, e = make_base(env, kind, name)
+        r = subprocess.run(argv_fn(base), shell=shell, env=e, capture_output=True, text=True, timeout=120,
                            cwd=cwd or "/")
         outs.append((r.returncode, (r.stdout + r.stderr).replace(base, "BASE")))
     return outs
@@ -80,15 +86,7 @@ def run_both_with_host(env, tmp_path, name, script):
     for kind in ("tmpfs", "kura"):
         host = tmp_path / kind
         host.mkdir()
-        if kind == "tmpfs":
-            base = str(env["tmpfs"] / name)
-            os.makedirs(base)
-            e = dict(os.environ)
-            e.pop("LD_PRELOAD", None)
-        else:
-            base = f"{PREFIX}/{name}"
-            e = env["env"]
-            subprocess.run(["mkdir", base], env=e, check=True)
+        base, e = make_base(env, kind, name)
         r = subprocess.run(["bash", "-c", f"B={base}\nH={host}\n" + script], env=e, capture_output=True,
                            text=True, timeout=120, cwd="/")
         outs.append((r.returncode, (r.stdout + r.stderr).replace(base, "BASE").replace(str(host), "HOST")))
