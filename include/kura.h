@@ -53,6 +53,13 @@ enum kura_persist {
 	KURA_PERSIST_MEMORY,   /* tmpfs/hugetlbfs: the mapping is the storage; ordering only */
 };
 
+enum kura_sync {
+	KURA_SYNC_DEFAULT = 0, /* the back end's default (see README) */
+	KURA_SYNC_OP,          /* every operation durable and atomic when it returns */
+	KURA_SYNC_FSYNC,       /* every operation atomic, kept in order (a crash leaves a prefix of
+	                          the history); durable at kura_fsync/kura_sync or on O_SYNC/O_DSYNC */
+};
+
 struct kura_mount_opts {
 	enum kura_persist persist;
 	int read_only;  /* map PROT_READ; every modifying call fails with -EROFS */
@@ -65,6 +72,10 @@ struct kura_mount_opts {
 	 * the root that came from a symlink's target, leave the pool: the call
 	 * fails with KURA_ESCAPED.  Copied at mount; see kura_set_host_prefix. */
 	const char *host_prefix;
+	/* When changes are durable (the environment's KURA_SYNC=op|fsync
+	 * overrides it).  Only the file back end has a choice: pmem and
+	 * memory are always KURA_SYNC_OP. */
+	enum kura_sync sync;
 };
 
 /* Returned (as a negative errno would be) by a path call of a mount with a
@@ -121,6 +132,8 @@ int kura_truncate(kura_fs *fs, const char *path, off_t length);
  * FALLOC_FL_ZERO_RANGE[|KEEP_SIZE]; anything else -EOPNOTSUPP. */
 int kura_fallocate(kura_fs *fs, int fd, int mode, off_t offset, off_t len);
 int kura_fsync(kura_fs *fs, int fd);
+/* Every change made so far durable (sync(2), syncfs(2)). */
+int kura_syncfs(kura_fs *fs);
 int kura_fstat(kura_fs *fs, int fd, struct stat *st);
 /* Duplicate a descriptor: both share one offset and status flags. */
 int kura_dup(kura_fs *fs, int fd);

@@ -32,12 +32,8 @@ static uint64_t claim(struct kura_fs *fs, uint64_t b, uint64_t bits, int zero)
 	if (t->err)
 		return 0;
 	tx_mark_fresh(t, b);
-	if (zero) {
-		/* Unlogged (the block is fresh) but flushed now; commit's fence
-		 * orders it before the block becomes reachable. */
-		media_memset(&fs->m, block_off(b), 0, KURA_BLOCK);
-		media_flush(&fs->m, block_off(b), KURA_BLOCK);
-	}
+	if (zero) /* unlogged (the block is fresh); commit orders it before the block becomes reachable */
+		tx_zero_fresh(t, block_off(b), KURA_BLOCK);
 	return b;
 }
 

@@ -15,8 +15,11 @@ enum kura_fault_kind {
 	FAULT_DROP_FLUSH,       /* tx_commit does not flush the first dirty line */
 	FAULT_DIR_IN_PLACE,     /* dir_add writes the new entry without the undo log */
 	FAULT_SIZE_BEFORE_DATA, /* inode_write makes a grown size durable before the data */
-	FAULT_FILE_RUN_START,   /* file back end: a flush merged into the dirty run above it
-	                           keeps the run's start, so msync misses the page below */
+	FAULT_DROP_SYNC,        /* file back end: a journal sync (fdatasync) is skipped */
+	FAULT_RECORD_CRC_HEAD,  /* journal: a record's crc covers its header only, so a record
+	                           whose payload did not reach the disk still replays */
+	FAULT_CHECKPOINT_EARLY, /* journal: a checkpoint retires the records (new head) before
+	                           the home writes it made are durable */
 	FAULT_COUNT
 };
 

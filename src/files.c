@@ -422,6 +422,8 @@ static ssize_t write_at(struct kura_fs *fs, struct ofile *of, const void *buf, s
 			INO_SET(fs, of->ino, mode, ip->mode & ~(mode_t)(S_ISUID | S_ISGID));
 	}
 	int end = fs_end(fs, ret < 0 ? (int)ret : 0);
+	if (end >= 0 && ret > 0 && (of->flags & (O_SYNC | O_DSYNC)))
+		end = fs_sync(fs);
 	return end < 0 ? end : ret;
 }
 
@@ -585,12 +587,18 @@ int kura_fallocate(kura_fs *fs, int fd, int mode, off_t offset, off_t len)
 
 int kura_fsync(kura_fs *fs, int fd)
 {
-	/* Every operation was durable when it returned, unless an msync failed. */
+	/* Changes are atomic and in order, so making all of them durable is
+	 * what makes this file's durable, at the cost of one flush. */
 	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;
 	ofile_put(fs, of);
-	return fs->m.io_err ? -EIO : 0;
+	return fs_sync(fs);
+}
+
+int kura_syncfs(kura_fs *fs)
+{
+	return fs_sync(fs);
 }
 
 int kura_fstat(kura_fs *fs, int fd, struct stat *st)

@@ -29,6 +29,10 @@ struct ofile;
 struct kura_fs {
 	struct media m;
 	struct tx tx;
+	/* file back end, read-write: the working copy's journal (tx.j points
+	 * here) and the copy's fd; copy_fd is -1 otherwise. */
+	struct journal j;
+	int copy_fd;
 	struct lockh lk;
 	const struct kura_super *sb; /* points into the mapping; immutable */
 	uint64_t nblocks;
@@ -84,6 +88,8 @@ static inline const void *block_ptr(const struct kura_fs *fs, uint64_t b)
 /* Operation brackets (super.c). */
 int fs_begin(struct kura_fs *fs);
 int fs_end(struct kura_fs *fs, int ret);
+/* Makes every committed change durable (file back end); 0 or -EIO. */
+int fs_sync(struct kura_fs *fs);
 void fs_lock_for_read(struct kura_fs *fs);
 void fs_unlock_for_read(struct kura_fs *fs);
 

@@ -149,6 +149,41 @@ struct kura_log_rec {
 	uint32_t crc;             /* over off, epoch, len and the data */
 };
 
+/*
+ * The file back end's redo journal (journal.c) uses the same region of the
+ * pool file, told apart by the head's magic: a head line, then, from the
+ * region's second block, records packed back to back.  A record is valid
+ * only if its epoch equals the head's, its pos is where it lies and its crc
+ * matches; recovery replays valid records in order and stops at the first
+ * invalid one, and a new head (epoch + 1) retires them all once their
+ * effect is durable in place.  A record's payload is items: where the
+ * bytes go, then the bytes, each padded to 8.
+ */
+#define JOURNAL_MAGIC 0x4c4e524a4152554bull /* "KURAJRNL" */
+struct kura_journal_head {
+	uint64_t magic;
+	uint64_t epoch;
+	uint64_t nonce;           /* names the working copy in step with this head */
+	uint32_t crc;             /* over the bytes before it */
+	uint32_t pad;
+	uint8_t pad2[32];
+};
+struct kura_jrec {
+	uint64_t epoch;
+	uint64_t pos;             /* bytes from the first record's start */
+	uint64_t undo_epoch;      /* the working copy's undo epoch of its transaction */
+	uint32_t len;             /* bytes, this header included; a multiple of 8 */
+	uint32_t crc;             /* crc32c of the record with this field 0 */
+};
+#define JITEM_ZERO 1u /* len zero bytes, not stored */
+struct kura_jitem {
+	uint64_t off;
+	uint32_t len;
+	uint32_t flags;
+};
+
+_Static_assert(sizeof(struct kura_journal_head) == 64, "journal head is one line");
+_Static_assert(sizeof(struct kura_jrec) == 32, "journal record head");
 _Static_assert(sizeof(struct kura_super) == 4096, "superblock is one block");
 _Static_assert(sizeof(struct kura_inode) == INODE_SIZE, "inode slot size");
 _Static_assert(sizeof(struct kura_log_rec) == 24, "log record head");

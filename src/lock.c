@@ -14,7 +14,8 @@
 static int init_table(struct locktab *t)
 {
 	pthread_mutexattr_t a;
-	memset(t, 0, sizeof *t);
+	/* The caller emptied the file: the table reads as zeros already, and
+	 * touching all of it would fault in every page at each first mount. */
 	if (pthread_mutexattr_init(&a) || pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED) ||
 	    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST) || pthread_mutex_init(&t->mutex, &a))
 		return -EINVAL;
@@ -25,6 +26,23 @@ static int init_table(struct locktab *t)
 
 int lock_attach(struct lockh *h, int pool_fd, int *alone)
 {
+	/* The pool's own flock serialises attach and detach, so "am I alone" and
+	 * the initialisation that follows cannot interleave with another mount. */
+	while (flock(pool_fd, LOCK_EX) && errno == EINTR)
+		;
+	int err = lock_attach_held(h, pool_fd, alone);
+	flock(pool_fd, LOCK_UN);
+	return err;
+}
+
+int lock_is_last(struct lockh *h)
+{
+	/* A failed conversion drops the shared lock: only for a detaching mount. */
+	return h->t && flock(h->fd, LOCK_EX | LOCK_NB) == 0;
+}
+
+int lock_attach_held(struct lockh *h, int pool_fd, int *alone)
+{
 	struct stat st;
 	memset(h, 0, sizeof *h);
 	h->fd = -1;
@@ -32,10 +50,6 @@ int lock_attach(struct lockh *h, int pool_fd, int *alone)
 		return -errno;
 	snprintf(h->name, sizeof h->name, "/kura-%llx-%llx", (unsigned long long)st.st_dev,
 		 (unsigned long long)st.st_ino);
-	/* The pool's own flock serialises attach and detach, so "am I alone" and
-	 * the initialisation that follows cannot interleave with another mount. */
-	while (flock(pool_fd, LOCK_EX) && errno == EINTR)
-		;
 	int err = 0;
 	int fd = shm_open(h->name, O_RDWR | O_CREAT | O_CLOEXEC, st.st_mode & 0666);
 	if (fd < 0) {
@@ -44,7 +58,7 @@ int lock_attach(struct lockh *h, int pool_fd, int *alone)
 	}
 	fchmod(fd, st.st_mode & 0666); /* umask must not lock out other users of the pool */
 	*alone = flock(fd, LOCK_EX | LOCK_NB) == 0;
-	if (*alone && ftruncate(fd, sizeof(struct locktab))) {
+	if (*alone && (ftruncate(fd, 0) || ftruncate(fd, sizeof(struct locktab)))) {
 		err = -errno;
 		goto out;
 	}
@@ -75,7 +89,6 @@ out:
 	} else {
 		h->fd = fd;
 	}
-	flock(pool_fd, LOCK_UN);
 	return err;
 }
 

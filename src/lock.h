@@ -41,6 +41,10 @@ struct lockh {
 /* Attaches to (creating if needed) the table of the pool open as pool_fd.
  * *alone is set when no other process has the pool mounted. */
 int lock_attach(struct lockh *h, int pool_fd, int *alone);
+/* The same, for a caller already holding the pool's flock (LOCK_EX). */
+int lock_attach_held(struct lockh *h, int pool_fd, int *alone);
+/* With the pool's flock held, when detaching: no other mount remains. */
+int lock_is_last(struct lockh *h);
 /* pool_fd: the pool's file, whose flock serialises the last detach's
  * removal of the table with a concurrent attach; -1 when no other process
  * can be attaching. */

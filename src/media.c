@@ -11,10 +11,15 @@
  *   compiler.  Cache-line flushes would buy no durability there and cost
  *   most of an operation (on this machine clwb evicts the line).
  *   KURA_PERSIST=pmem restores them, to measure real persistent-memory cost.
- * file: stores land in the page cache; flush records the dirty pages and fence
- *   msyncs them (MS_SYNC).  The kernel may write a dirty page back before we
- *   ask, which is why the log layer treats any unfenced page as possibly
- *   persisted or not — the same model as unfenced cache lines.
+ * file: the kernel may write any dirty page of a shared file mapping back
+ *   at any moment, in any order, so a mapping of the pool file cannot be
+ *   changed in place before the journal describing the change is durable.
+ *   A read-write mount therefore maps a working copy of the pool in shared
+ *   memory (media_map_copy; journal.c makes and keeps it): stores and
+ *   fences there are the memory back end's, and the pool file changes only
+ *   through media_disk_write/media_disk_sync, which journal.c orders.
+ *   Mapping the pool file itself (mkfs) keeps the older rule: flush records
+ *   the dirty pages and fence msyncs them (MS_SYNC).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -59,6 +64,8 @@ static void (*best_flush(void))(const void *)
 	return f;
 }
 
+struct media_tracer media_mount_tracer;
+
 static enum kura_persist env_override(enum kura_persist want)
 {
 	const char *e = getenv("KURA_PERSIST");
@@ -90,7 +97,9 @@ int media_map(struct media *m, int fd, uint64_t size, enum kura_persist want, in
 {
 	memset(m, 0, sizeof *m);
 	m->fd = fd;
-	m->size = size;
+	m->size = m->map_size = size;
+	m->disk_fd = m->dio_fd = -1;
+	m->tracer = media_mount_tracer;
 	m->read_only = read_only;
 	m->flush_line = best_flush();
 	want = env_override(want);
@@ -120,7 +129,7 @@ int media_map(struct media *m, int fd, uint64_t size, enum kura_persist want, in
 void media_unmap(struct media *m)
 {
 	if (m->base)
-		munmap(m->base, m->size);
+		munmap(m->base, m->map_size);
 	free(m->dirty);
 	m->base = NULL;
 	m->dirty = NULL;
@@ -169,8 +178,7 @@ static void file_note_dirty(struct media *m, uint64_t off, size_t len)
 	if (m->ndirty) {
 		typeof(*m->dirty) *last = &m->dirty[m->ndirty - 1];
 		if (start <= last->end && end >= last->start) {
-			/* FAULT_FILE_RUN_START: an injected bug (crash tests only) */
-			if (start < last->start && kura_fault != FAULT_FILE_RUN_START)
+			if (start < last->start)
 				last->start = start;
 			if (end > last->end)
 				last->end = end;
@@ -199,11 +207,11 @@ void media_flush(struct media *m, uint64_t off, size_t len)
 	if (!len)
 		return;
 	trace(m, MEDIA_FLUSH, off, NULL, len);
-	if (m->kind == KURA_PERSIST_FILE) {
+	if (m->kind == KURA_PERSIST_FILE && m->disk_fd < 0) {
 		file_note_dirty(m, off, len);
 		return;
 	}
-	if (m->kind == KURA_PERSIST_MEMORY)
+	if (m->kind != KURA_PERSIST_PMEM)
 		return;
 	const char *p = m->base + (off & ~(uint64_t)(MEDIA_LINE - 1));
 	const char *end = m->base + off + len;
@@ -227,7 +235,7 @@ void media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len)
 {
 	trace(m, MEDIA_NT, off, src, len);
 	char *dst = m->base + off;
-	if (((uintptr_t)dst & 15) == 0 && (len & 15) == 0 && m->kind != KURA_PERSIST_FILE) {
+	if (((uintptr_t)dst & 15) == 0 && (len & 15) == 0 && (m->kind != KURA_PERSIST_FILE || m->disk_fd >= 0)) {
 		stream_copy(dst, src, len); /* bypasses the cache: nothing left to flush */
 		return;
 	}
@@ -240,7 +248,7 @@ void media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len)
 
 void media_fence(struct media *m)
 {
-	if (m->kind == KURA_PERSIST_FILE) {
+	if (m->kind == KURA_PERSIST_FILE && m->disk_fd < 0) {
 		trace(m, MEDIA_FENCE, 0, m->dirty, m->ndirty); /* what msync will write */
 		for (size_t i = 0; i < m->ndirty; i++)
 			if (msync(m->base + m->dirty[i].start, m->dirty[i].end - m->dirty[i].start, MS_SYNC) &&
@@ -250,7 +258,7 @@ void media_fence(struct media *m)
 		return;
 	}
 	trace(m, MEDIA_FENCE, 0, NULL, 0);
-	if (m->kind == KURA_PERSIST_MEMORY) {
+	if (m->kind != KURA_PERSIST_PMEM) {
 		asm volatile("" ::: "memory");
 		return;
 	}
@@ -260,4 +268,80 @@ void media_fence(struct media *m)
 void media_mark(struct media *m, uint64_t kind, uint64_t arg)
 {
 	trace(m, MEDIA_MARK, kind, NULL, arg);
+}
+
+int media_map_copy(struct media *m, int fd, uint64_t map_size, uint64_t pool_size, int disk_fd)
+{
+	memset(m, 0, sizeof *m);
+	void *p = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	m->base = p;
+	m->fd = fd;
+	m->size = pool_size;
+	m->map_size = map_size;
+	m->disk_fd = disk_fd;
+	m->dio_fd = -1;
+	m->kind = KURA_PERSIST_FILE;
+	m->flush_line = best_flush();
+	m->tracer = media_mount_tracer;
+	return 0;
+}
+
+void media_init_disk(struct media *m, int fd, uint64_t pool_size)
+{
+	memset(m, 0, sizeof *m);
+	m->fd = m->disk_fd = fd;
+	m->dio_fd = -1;
+	m->size = pool_size;
+	m->kind = KURA_PERSIST_FILE;
+	m->tracer = media_mount_tracer;
+}
+
+static int write_all(struct media *m, int fd, uint64_t off, const void *src, size_t len)
+{
+	for (size_t done = 0; done < len;) {
+		ssize_t n = pwrite(fd, (const char *)src + done, len - done, (off_t)(off + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int e = n < 0 ? errno : EIO;
+			if (!m->io_err)
+				m->io_err = e;
+			return -e;
+		}
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+int media_disk_write(struct media *m, uint64_t off, const void *src, size_t len)
+{
+	trace(m, MEDIA_DISK_WRITE, off, src, len);
+	return write_all(m, m->disk_fd, off, src, len);
+}
+
+int media_disk_write_sync(struct media *m, uint64_t off, const void *src, size_t len)
+{
+	if (m->dio_fd < 0 || kura_fault == FAULT_DROP_SYNC) {
+		int err = media_disk_write(m, off, src, len);
+		return err ? err : media_disk_sync(m);
+	}
+	trace(m, MEDIA_DISK_WRITE, off, src, len);
+	trace(m, MEDIA_DISK_SYNC, 0, NULL, 0);
+	return write_all(m, m->dio_fd, off, src, len);
+}
+
+int media_disk_sync(struct media *m)
+{
+	/* FAULT_DROP_SYNC: an injected bug (crash tests only) */
+	if (kura_fault == FAULT_DROP_SYNC)
+		return 0;
+	trace(m, MEDIA_DISK_SYNC, 0, NULL, 0);
+	if (fdatasync(m->disk_fd)) {
+		if (!m->io_err)
+			m->io_err = errno;
+		return -errno;
+	}
+	return 0;
 }

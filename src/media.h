@@ -28,6 +28,8 @@ enum media_event {
 	MEDIA_FENCE,   /* file back end: data = the [start, end) runs it msyncs, as
 	                  pairs of uint64_t, and len = their count */
 	MEDIA_MARK,    /* annotation for the crash harness: off = kind, len = arg */
+	MEDIA_DISK_WRITE, /* file back end: data, len bytes written to the pool file at off */
+	MEDIA_DISK_SYNC,  /* file back end: every disk write before it is durable */
 };
 
 /* A tracer sees every event before it takes effect on the mapping. */
@@ -50,6 +52,15 @@ struct media {
 	/* file back end: the first msync failure (an errno).  From then on
 	 * nothing written is known durable; the layers above refuse changes. */
 	int io_err;
+	/* file back end with a working copy (journal.c): the mapping is a
+	 * shared-memory copy of the pool, map_size bytes (the pool image, then
+	 * the copy's own control area and undo log); the pool file, disk_fd,
+	 * is written only through media_disk_write.  -1 otherwise. */
+	int disk_fd;
+	uint64_t map_size;
+	/* The pool file again, O_DIRECT|O_DSYNC (-1 where the file system has
+	 * no direct I/O, e.g. tmpfs): media_disk_write_sync's fast path. */
+	int dio_fd;
 };
 
 /* Maps fd (size bytes).  Fills *m; returns 0 or -errno. */
@@ -69,6 +80,24 @@ void media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len);
 void media_flush(struct media *m, uint64_t off, size_t len);
 void media_fence(struct media *m);
 void media_mark(struct media *m, uint64_t kind, uint64_t arg);
+
+/* Set by crash tests before a mount: the tracer every media that mounts
+ * start with, so that recovery at mount is traced too. */
+extern struct media_tracer media_mount_tracer;
+
+/* A media that only writes the pool file fd (recovery before mapping). */
+void media_init_disk(struct media *m, int fd, uint64_t pool_size);
+/* Maps a working copy (fd, map_size bytes, the pool image first) in place
+ * of the pool file disk_fd, which stays the caller's.  Fills *m. */
+int media_map_copy(struct media *m, int fd, uint64_t map_size, uint64_t pool_size, int disk_fd);
+/* Writes to and syncs the pool file under a working copy; 0 or -errno,
+ * and a failure is remembered in io_err as a failed msync is. */
+int media_disk_write(struct media *m, uint64_t off, const void *src, size_t len);
+int media_disk_sync(struct media *m);
+/* A write durable when it returns: one O_DIRECT|O_DSYNC write where there
+ * is direct I/O (then off, len and src must be 512-byte aligned), else
+ * media_disk_write and media_disk_sync. */
+int media_disk_write_sync(struct media *m, uint64_t off, const void *src, size_t len);
 
 static inline void media_persist(struct media *m, uint64_t off, size_t len)
 {

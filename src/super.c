@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -299,6 +300,8 @@ static void take_lock(struct kura_fs *fs)
 		/* The previous holder died mid-operation: its transaction is still
 		 * in the log.  Undo it, then the pool is as it was before. */
 		lock_write_begin(&fs->lk);
+		if (fs->tx.j)
+			journal_repair(fs->tx.j, tx_head_epoch(&fs->tx));
 		tx_recover(&fs->tx);
 		lock_mark_consistent(&fs->lk);
 		lock_write_end(&fs->lk);
@@ -323,6 +326,8 @@ int fs_begin(struct kura_fs *fs)
 	 * says so instead of acknowledging more (remount to recover). */
 	if (fs->m.io_err)
 		return -EIO;
+	if (fs->tx.j)
+		journal_enter(fs->tx.j);
 	take_lock(fs);
 	lock_write_begin(&fs->lk);
 	alloc_drop_frees(fs);
@@ -333,6 +338,7 @@ int fs_begin(struct kura_fs *fs)
 
 int fs_end(struct kura_fs *fs, int ret)
 {
+	uint64_t lsn = 0;
 	if (ret < 0 || fs->tx.err) {
 		if (ret >= 0)
 			ret = fs->tx.err;
@@ -345,10 +351,76 @@ int fs_end(struct kura_fs *fs, int ret)
 			ret = err;
 		else if (fs->m.io_err)
 			ret = -EIO; /* applied, but not known durable */
+		lsn = fs->tx.commit_lsn;
 	}
+	if (fs->tx.j)
+		journal_leave(fs->tx.j);
 	lock_write_end(&fs->lk);
 	lock_release(&fs->lk);
+	/* Outside the pool mutex, so that others commit while this waits and
+	 * one flush covers them all. */
+	if (lsn && fs->j.sync_each_op && ret >= 0) {
+		int err = journal_sync(&fs->j, lsn);
+		if (err)
+			ret = err;
+	}
 	return ret;
+}
+
+int fs_sync(struct kura_fs *fs)
+{
+	if (fs->tx.j)
+		return journal_sync_all(&fs->j);
+	return fs->m.io_err ? -EIO : 0;
+}
+
+static enum kura_sync sync_mode(const struct kura_mount_opts *opts)
+{
+	const char *e = getenv("KURA_SYNC");
+	if (e && !strcmp(e, "op"))
+		return KURA_SYNC_OP;
+	if (e && !strcmp(e, "fsync"))
+		return KURA_SYNC_FSYNC;
+	return opts->sync;
+}
+
+/* The file back end, read-write: the working copy and its journal, set up
+ * under the pool's flock so that no other mount decides at the same time
+ * whether it is alone and whether the copy is current. */
+static int open_copy(struct kura_fs *fs, const struct kura_mount_opts *opts, int *alone, char *why,
+		     size_t whylen)
+{
+	const struct kura_super *sb = fs->sb;
+	while (flock(fs->pool_fd, LOCK_EX) && errno == EINTR)
+		;
+	int err = lock_attach_held(&fs->lk, fs->pool_fd, alone);
+	if (err) {
+		snprintf(why, whylen, "cannot attach the shared lock table: %s", strerror(-err));
+		flock(fs->pool_fd, LOCK_UN);
+		return err;
+	}
+	int created = 0;
+	fs->copy_fd = journal_open_copy(fs->pool_fd, sb, *alone, &created, why, whylen);
+	flock(fs->pool_fd, LOCK_UN);
+	if (fs->copy_fd < 0)
+		return fs->copy_fd;
+	err = media_map_copy(&fs->m, fs->copy_fd, journal_copy_size(sb), sb->pool_size, fs->pool_fd);
+	if (err) {
+		snprintf(why, whylen, "cannot map the working copy: %s", strerror(-err));
+		return err;
+	}
+	uint64_t undo = journal_undo_off(sb), undo_len = sb->log_blocks * KURA_BLOCK;
+	if (created) /* a new copy reads as zeros */
+		tx_format(&fs->m, undo, 0);
+	tx_init(&fs->tx, &fs->m, undo, undo_len);
+	journal_init(&fs->j, &fs->m, sb, created);
+	fs->j.sync_each_op = sync_mode(opts) != KURA_SYNC_FSYNC;
+	fs->tx.j = &fs->j;
+	/* Direct I/O where the file system has it: see journal.h. */
+	char self[64];
+	snprintf(self, sizeof self, "/proc/self/fd/%d", fs->pool_fd);
+	fs->m.dio_fd = open(self, O_RDWR | O_DIRECT | O_DSYNC | O_CLOEXEC);
+	return 0;
 }
 
 /* ---- mapping ------------------------------------------------------------ */
@@ -369,6 +441,7 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 		goto fail;
 	}
 	fs->pool_fd = -1;
+	fs->copy_fd = -1;
 	fs->read_only = opts->read_only;
 	if (opts->host_prefix && (err = kura_set_host_prefix(fs, opts->host_prefix))) {
 		set_error("%s: host prefix '%s': %s", path, opts->host_prefix, strerror(-err));
@@ -412,17 +485,33 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 		set_error("%s: cannot map pool: %s", path, strerror(-err));
 		goto fail;
 	}
-	if (tx_check_head(&fs->m, sb->log_block * KURA_BLOCK)) {
-		err = -EUCLEAN;
-		set_error("%s: the undo log's header is damaged", path);
-		goto fail_unmap;
-	}
-	tx_init(&fs->tx, &fs->m, sb->log_block * KURA_BLOCK, sb->log_blocks * KURA_BLOCK);
 	int alone = 0;
-	err = lock_attach(&fs->lk, fs->pool_fd, &alone);
-	if (err) {
-		set_error("%s: cannot attach the shared lock table: %s", path, strerror(-err));
-		goto fail_tx;
+	if (fs->m.kind == KURA_PERSIST_FILE && !opts->read_only) {
+		media_unmap(&fs->m);
+		err = open_copy(fs, opts, &alone, why, sizeof why);
+		if (err) {
+			set_error("%s: %s", path, why);
+			goto fail_copy;
+		}
+	} else {
+		/* Left by the file back end: its records are durable there and
+		 * replay here; then the region becomes an undo log again (only in
+		 * this process's view when read-only). */
+		if (journal_is_journal(&fs->m, sb)) {
+			journal_replay_mapped(&fs->m, sb);
+			tx_format(&fs->m, sb->log_block * KURA_BLOCK, sb->log_blocks * KURA_BLOCK);
+		}
+		if (tx_check_head(&fs->m, sb->log_block * KURA_BLOCK)) {
+			err = -EUCLEAN;
+			set_error("%s: the undo log's header is damaged", path);
+			goto fail_unmap;
+		}
+		tx_init(&fs->tx, &fs->m, sb->log_block * KURA_BLOCK, sb->log_blocks * KURA_BLOCK);
+		err = lock_attach(&fs->lk, fs->pool_fd, &alone);
+		if (err) {
+			set_error("%s: cannot attach the shared lock table: %s", path, strerror(-err));
+			goto fail_tx;
+		}
 	}
 	fs->uid = geteuid();
 	fs->gid = getegid();
@@ -431,6 +520,8 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 	if (!opts->no_recover) {
 		take_lock(fs);
 		lock_write_begin(&fs->lk);
+		if (fs->tx.j) /* a copy left by processes that died: as take_lock does after one */
+			journal_repair(fs->tx.j, tx_head_epoch(&fs->tx));
 		tx_recover(&fs->tx);
 		lock_write_end(&fs->lk);
 		lock_release(&fs->lk);
@@ -447,6 +538,10 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 		orphan_reclaim(fs);
 	(void)used_copy;
 	return fs;
+fail_copy:
+	lock_detach(&fs->lk, fs->pool_fd);
+	if (fs->copy_fd >= 0)
+		close(fs->copy_fd);
 fail_tx:
 	tx_destroy(&fs->tx);
 fail_unmap:
@@ -466,9 +561,26 @@ out:
 
 void fs_close(struct kura_fs *fs)
 {
+	if (fs->tx.j) {
+		/* The last mount out writes everything home and removes the copy,
+		 * under the pool's flock so that no mount attaches meanwhile. */
+		while (flock(fs->pool_fd, LOCK_EX) && errno == EINTR)
+			;
+		if (lock_is_last(&fs->lk)) {
+			take_lock(fs);
+			int err = journal_checkpoint(&fs->j);
+			lock_release(&fs->lk);
+			if (!err)
+				journal_remove_copy(fs->pool_fd);
+		}
+	}
 	lock_detach(&fs->lk, fs->pool_fd);
 	tx_destroy(&fs->tx);
 	media_unmap(&fs->m);
+	if (fs->copy_fd >= 0)
+		close(fs->copy_fd);
+	if (fs->m.dio_fd >= 0)
+		close(fs->m.dio_fd);
 	close(fs->pool_fd);
 	free(fs->pending_free);
 	free(fs->fds);

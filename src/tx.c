@@ -96,9 +96,10 @@ static uint64_t rec_size(uint32_t len)
 void tx_format(struct media *m, uint64_t log_off, uint64_t log_size)
 {
 	struct kura_log_head h = { .magic = LOG_MAGIC, .epoch = 1 };
-	media_memset(m, log_off, 0, log_size);
+	if (log_size)
+		media_memset(m, log_off, 0, log_size);
 	media_store(m, log_off, &h, sizeof h);
-	media_persist(m, log_off, log_size);
+	media_persist(m, log_off, log_size ? log_size : sizeof h);
 }
 
 int tx_check_head(struct media *m, uint64_t log_off)
@@ -123,12 +124,19 @@ void tx_destroy(struct tx *t)
 	set_free(&t->fresh);
 	free(t->dirty_list);
 	t->dirty_list = NULL;
+	free(t->fresh_list);
+	t->fresh_list = NULL;
 }
 
 static uint64_t head_epoch(struct tx *t)
 {
 	const struct kura_log_head *h = media_ptr(t->m, t->log_off);
 	return __atomic_load_n(&h->epoch, __ATOMIC_ACQUIRE);
+}
+
+uint64_t tx_head_epoch(struct tx *t)
+{
+	return head_epoch(t);
 }
 
 static void retire_records(struct tx *t)
@@ -193,6 +201,8 @@ void tx_begin(struct tx *t)
 	t->need_fence = 0;
 	t->tail = t->log_off + sizeof(struct kura_log_head);
 	t->ndirty_list = 0;
+	t->nfresh_list = 0;
+	t->commit_lsn = 0;
 	t->logged.n = t->dirty.n = t->fresh.n = 0;
 	if (++t->stamp == 0) {
 		/* The stamp wrapped: old entries could look current. */
@@ -324,10 +334,38 @@ void tx_memset(struct tx *t, uint64_t off, int c, size_t len)
 		media_memset(t->m, off, c, len);
 }
 
+static void note_fresh(struct tx *t, uint64_t off, size_t len, int zero)
+{
+	if (!t->j)
+		return;
+	if (t->nfresh_list == t->cap_fresh_list) {
+		size_t cap = t->cap_fresh_list ? t->cap_fresh_list * 2 : 64;
+		struct jrange *n = realloc(t->fresh_list, cap * sizeof *n);
+		if (!n) {
+			tx_fail(t, -ENOMEM);
+			return;
+		}
+		t->fresh_list = n;
+		t->cap_fresh_list = cap;
+	}
+	t->fresh_list[t->nfresh_list++] = (struct jrange){ .off = off, .len = len, .zero = zero };
+}
+
 void tx_copy_fresh(struct tx *t, uint64_t off, const void *src, size_t len)
 {
-	if (!t->err && len)
+	if (!t->err && len) {
 		media_copy_nt(t->m, off, src, len);
+		note_fresh(t, off, len, 0);
+	}
+}
+
+void tx_zero_fresh(struct tx *t, uint64_t off, size_t len)
+{
+	if (!t->err && len) {
+		media_memset(t->m, off, 0, len);
+		media_flush(t->m, off, len);
+		note_fresh(t, off, len, 1);
+	}
 }
 
 static void finish(struct tx *t)
@@ -346,12 +384,62 @@ void tx_abort(struct tx *t)
 	finish(t);
 }
 
+/* ---- the journal's view of a committing transaction ----------------------- */
+
+static int jt_is_fresh(void *ctx, uint64_t block)
+{
+	return tx_is_fresh(ctx, block);
+}
+
+/* block as it was before this transaction: the copy, with this
+ * transaction's undo records laid back over it.  A line is logged once per
+ * transaction, so the records are disjoint and their order does not matter. */
+static void jt_committed(void *ctx, uint64_t block, void *buf)
+{
+	struct tx *t = ctx;
+	uint64_t lo = block << KURA_BLOCK_SHIFT, hi = lo + KURA_BLOCK;
+	memcpy(buf, media_ptr(t->m, lo), KURA_BLOCK);
+	for (uint64_t at = t->log_off + sizeof(struct kura_log_head); at < t->tail;) {
+		const struct kura_log_rec *r = media_ptr(t->m, at);
+		if (r->off < hi && r->off + r->len > lo) {
+			uint64_t s = r->off > lo ? r->off : lo, e = r->off + r->len < hi ? r->off + r->len : hi;
+			memcpy((char *)buf + (s - lo), (const char *)(r + 1) + (s - r->off), e - s);
+		}
+		at += rec_size(r->len);
+	}
+}
+
+static int journal_stage(struct tx *t)
+{
+	struct jtx jt = { .lines = t->dirty_list, .nlines = t->ndirty_list, .fresh = t->fresh_list,
+			  .nfresh = t->nfresh_list, .undo_epoch = t->epoch, .is_fresh = jt_is_fresh,
+			  .committed = jt_committed, .ctx = t };
+	return journal_commit(t->j, &jt);
+}
+
 int tx_commit(struct tx *t)
 {
 	if (t->err) {
 		int err = t->err;
 		tx_abort(t);
 		return err;
+	}
+	if (t->j) {
+		/* The copy is memory: nothing to flush.  The record is staged,
+		 * then the undo records retire, which is the commit point in the
+		 * copy (journal_repair tells the two apart for a dead holder),
+		 * then the record counts. */
+		int err = (t->ndirty_list || t->nfresh_list) ? journal_stage(t) : 0;
+		if (err) {
+			tx_abort(t);
+			return err;
+		}
+		if (t->ndirty_list || t->nfresh_list) {
+			retire_records(t);
+			t->commit_lsn = journal_publish(t->j);
+		}
+		finish(t);
+		return 0;
 	}
 	/* Starting at 1 under FAULT_DROP_FLUSH loses one flush (crash tests only). */
 	for (size_t i = kura_fault == FAULT_DROP_FLUSH; i < t->ndirty_list; i++)

@@ -21,6 +21,7 @@
 
 #include <stdint.h>
 #include <stddef.h>
+#include "journal.h"
 #include "media.h"
 
 struct u64set {
@@ -42,11 +43,19 @@ struct tx {
 	struct u64set logged, dirty, fresh;
 	uint64_t *dirty_list;
 	size_t ndirty_list, cap_dirty_list;
+	/* file back end: the journal that makes commits durable (NULL on the
+	 * others), the fresh bytes filled for its record, and the log
+	 * sequence number the last commit must reach to be durable. */
+	struct journal *j;
+	struct jrange *fresh_list;
+	size_t nfresh_list, cap_fresh_list;
+	uint64_t commit_lsn;
 };
 
 void tx_init(struct tx *t, struct media *m, uint64_t log_off, uint64_t log_size);
 void tx_destroy(struct tx *t);
-/* Formats an empty log (mkfs). */
+/* Formats an empty log (mkfs); log_size 0: the region is known zero, only
+ * the head is written. */
 void tx_format(struct media *m, uint64_t log_off, uint64_t log_size);
 /* Validates the log head; 0 or -EUCLEAN. */
 int tx_check_head(struct media *m, uint64_t log_off);
@@ -54,12 +63,16 @@ int tx_check_head(struct media *m, uint64_t log_off);
  * Returns the number of records undone. */
 int tx_recover(struct tx *t);
 
+/* The undo log's current epoch (journal_repair needs it). */
+uint64_t tx_head_epoch(struct tx *t);
 void tx_begin(struct tx *t);
 void tx_write(struct tx *t, uint64_t off, const void *src, size_t len);
 void tx_write64(struct tx *t, uint64_t off, uint64_t value);
 void tx_memset(struct tx *t, uint64_t off, int c, size_t len);
 /* Copies into a fresh block, bypassing the cache; durable at commit. */
 void tx_copy_fresh(struct tx *t, uint64_t off, const void *src, size_t len);
+/* Zeroes [off, off+len) of a fresh block; durable at commit. */
+void tx_zero_fresh(struct tx *t, uint64_t off, size_t len);
 void tx_mark_fresh(struct tx *t, uint64_t block);
 int tx_is_fresh(struct tx *t, uint64_t block);
 void tx_fail(struct tx *t, int err);

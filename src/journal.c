@@ -1,0 +1,756 @@
+/* journal.c — the file back end's working copy and redo journal (see journal.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include "crc.h"
+#include "fault.h"
+#include "journal.h"
+#include "tx.h"
+
+uint64_t kura_journal_cap;
+int journal_replayed;
+
+#define JCTL_MAGIC 0x4c54434a4152554bull /* "KURAJCTL" */
+/* The head is written in one of two slots, by epoch, a sector apart: a
+ * head torn by a crash leaves the other slot's, whose records replay onto
+ * homes that already hold them, which redo records allow (see checkpoint). */
+#define HEAD_SLOT_SPAN 2048u
+
+static uint64_t round_block(uint64_t n)
+{
+	return (n + KURA_BLOCK - 1) & ~(uint64_t)(KURA_BLOCK - 1);
+}
+
+uint64_t journal_ctl_off(uint64_t pool_size)
+{
+	return pool_size;
+}
+
+static uint64_t dirty_off(const struct kura_super *sb)
+{
+	return sb->pool_size + KURA_BLOCK;
+}
+
+uint64_t journal_undo_off(const struct kura_super *sb)
+{
+	return dirty_off(sb) + round_block((sb->nblocks + 63) / 64 * 8);
+}
+
+uint64_t journal_copy_size(const struct kura_super *sb)
+{
+	return journal_undo_off(sb) + sb->log_blocks * KURA_BLOCK;
+}
+
+/* ---- heads and records --------------------------------------------------- */
+
+static uint32_t head_crc(const struct kura_journal_head *h)
+{
+	return crc32c(0, h, offsetof(struct kura_journal_head, crc));
+}
+
+static int head_valid(const struct kura_journal_head *h)
+{
+	return h->magic == JOURNAL_MAGIC && h->crc == head_crc(h);
+}
+
+/* The newer valid head of the two slots in buf (the region's first block);
+ * NULL when neither is valid. */
+static const struct kura_journal_head *current_head(const uint8_t *block)
+{
+	const struct kura_journal_head *a = (const void *)block, *b = (const void *)(block + HEAD_SLOT_SPAN);
+	if (head_valid(a) && head_valid(b))
+		return a->epoch >= b->epoch ? a : b;
+	return head_valid(a) ? a : head_valid(b) ? b : NULL;
+}
+
+static uint32_t rec_crc(const void *rec, uint32_t len)
+{
+	const struct kura_jrec *r = rec;
+	struct kura_jrec h = *r;
+	h.crc = 0;
+	uint32_t c = crc32c(0, &h, sizeof h);
+	/* FAULT_RECORD_CRC_HEAD: an injected bug (crash tests only) */
+	if (kura_fault == FAULT_RECORD_CRC_HEAD)
+		return c;
+	return crc32c(c, (const uint8_t *)rec + sizeof h, len - sizeof h);
+}
+
+static int item_target_ok(const struct kura_super *sb, uint64_t off, uint64_t len)
+{
+	uint64_t log_off = sb->log_block * KURA_BLOCK, log_end = log_off + sb->log_blocks * KURA_BLOCK;
+	return len && off >= 2ull * KURA_BLOCK && off <= sb->pool_size && len <= sb->pool_size - off &&
+	       (off >= log_end || off + len <= log_off);
+}
+
+/* Checks the record at rec (have bytes readable there) as the one at pos of
+ * epoch; returns its length or 0. */
+static uint32_t rec_check(const struct kura_super *sb, const uint8_t *rec, uint64_t have, uint64_t epoch,
+			  uint64_t pos)
+{
+	const struct kura_jrec *r = (const void *)rec;
+	if (have < sizeof *r || r->epoch != epoch || r->pos != pos || r->len < sizeof *r || r->len > have ||
+	    r->len % 8)
+		return 0;
+	if (rec_crc(rec, r->len) != r->crc)
+		return 0;
+	for (uint32_t at = sizeof *r; at < r->len;) {
+		const struct kura_jitem *it = (const void *)(rec + at);
+		if (r->len - at < sizeof *it || (it->flags & ~JITEM_ZERO) || !item_target_ok(sb, it->off, it->len))
+			return 0;
+		uint32_t stored = it->flags & JITEM_ZERO ? 0 : (it->len + 7u) & ~7u;
+		if (stored > r->len - at - sizeof *it)
+			return 0;
+		at += sizeof *it + stored;
+	}
+	return r->len;
+}
+
+typedef void (*apply_fn)(void *ctx, uint64_t off, const void *src, uint32_t len);
+
+static uint32_t item_stored(const struct kura_jitem *it)
+{
+	return sizeof *it + (it->flags & JITEM_ZERO ? 0 : (it->len + 7u) & ~7u);
+}
+
+static void rec_apply(const uint8_t *rec, apply_fn apply, void *ctx)
+{
+	static const uint8_t zeros[KURA_BLOCK];
+	const struct kura_jrec *r = (const void *)rec;
+	for (uint32_t at = sizeof *r; at < r->len;) {
+		const struct kura_jitem *it = (const void *)(rec + at);
+		if (it->flags & JITEM_ZERO)
+			for (uint32_t done = 0; done < it->len; done += KURA_BLOCK)
+				apply(ctx, it->off + done, zeros,
+				      it->len - done < KURA_BLOCK ? it->len - done : KURA_BLOCK);
+		else
+			apply(ctx, it->off, it + 1, it->len);
+		at += item_stored(it);
+	}
+}
+
+/* Replays the records of region (the whole log region's bytes, in memory)
+ * with apply; returns how many. */
+static int replay_region(const struct kura_super *sb, const uint8_t *region, uint64_t epoch, apply_fn apply,
+			 void *ctx)
+{
+	uint64_t cap = sb->log_blocks * KURA_BLOCK - KURA_BLOCK, pos = 0;
+	const uint8_t *recs = region + KURA_BLOCK;
+	int n = 0;
+	for (uint32_t len; (len = rec_check(sb, recs + pos, cap - pos, epoch, pos)); pos += len, n++)
+		rec_apply(recs + pos, apply, ctx);
+	return n;
+}
+
+static int journal_undo_legacy(int pool_fd, const struct kura_super *sb);
+
+/* ---- recovery on the pool file --------------------------------------------- */
+
+static void apply_disk(void *ctx, uint64_t off, const void *src, uint32_t len)
+{
+	media_disk_write(ctx, off, src, len);
+}
+
+static int write_head(struct media *dm, const struct kura_super *sb, uint64_t epoch, uint64_t nonce)
+{
+	struct kura_journal_head h = { .magic = JOURNAL_MAGIC, .epoch = epoch, .nonce = nonce };
+	h.crc = head_crc(&h);
+	uint64_t at = sb->log_block * KURA_BLOCK + (epoch & 1) * HEAD_SLOT_SPAN;
+	int err = media_disk_write(dm, at, &h, sizeof h);
+	return err ? err : media_disk_sync(dm);
+}
+
+static int read_region(int fd, const struct kura_super *sb, uint8_t **out)
+{
+	uint64_t len = sb->log_blocks * KURA_BLOCK;
+	uint8_t *buf = malloc(len);
+	if (!buf)
+		return -ENOMEM;
+	for (uint64_t done = 0; done < len;) {
+		ssize_t n = pread(fd, buf + done, len - done, (off_t)(sb->log_block * KURA_BLOCK + done));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			free(buf);
+			return n < 0 ? -errno : -EIO;
+		}
+		done += (uint64_t)n;
+	}
+	*out = buf;
+	return 0;
+}
+
+/* Records are written with direct I/O, which must not have to allocate
+ * blocks (an ext4 journal commit each time): a log region left sparse (a
+ * pool copied with cp --sparse) gets real zeros, once. */
+static int fill_holes(struct media *dm, const struct kura_super *sb)
+{
+	off_t start = (off_t)((sb->log_block + 1) * KURA_BLOCK), end = (off_t)((sb->log_block + sb->log_blocks) * KURA_BLOCK);
+	off_t hole = lseek(dm->disk_fd, start, SEEK_HOLE);
+	if (hole < 0 || hole >= end)
+		return 0;
+	static const uint8_t zeros[64 * KURA_BLOCK];
+	int err = 0;
+	for (off_t at = hole; at < end && !err; at += (off_t)sizeof zeros)
+		err = media_disk_write(dm, (uint64_t)at, zeros,
+				       end - at < (off_t)sizeof zeros ? (size_t)(end - at) : sizeof zeros);
+	return err ? err : media_disk_sync(dm);
+}
+
+/* Brings the pool file to its last durable state and gives it a fresh
+ * journal head (epoch + 1, new nonce).  A log region still in the undo
+ * format (mkfs, or the pool last used by another back end) is rolled back
+ * the way those back ends do, through a mapping of the pool file. */
+static int recover_disk(int pool_fd, const struct kura_super *sb, uint64_t *nonce, uint64_t *epoch, char *why,
+			size_t whylen)
+{
+	uint8_t *region = NULL;
+	int err = read_region(pool_fd, sb, &region);
+	if (err) {
+		snprintf(why, whylen, "cannot read the journal: %s", strerror(-err));
+		return err;
+	}
+	struct media dm;
+	media_init_disk(&dm, pool_fd, sb->pool_size);
+	const struct kura_journal_head *h = current_head(region);
+	uint64_t next = 1;
+	journal_replayed = 0;
+	if (h) {
+		journal_replayed = replay_region(sb, region, h->epoch, apply_disk, &dm);
+		if (journal_replayed > 0)
+			err = media_disk_sync(&dm);
+		next = h->epoch + 1;
+	} else if (((const struct kura_log_head *)region)->magic == LOG_MAGIC) {
+		err = journal_undo_legacy(pool_fd, sb);
+	} else {
+		snprintf(why, whylen, "the log's header is damaged");
+		free(region);
+		return -EUCLEAN;
+	}
+	free(region);
+	if (!err)
+		err = fill_holes(&dm, sb);
+	if (!err && getrandom(nonce, sizeof *nonce, 0) != sizeof *nonce)
+		err = -EIO;
+	if (!err)
+		err = write_head(&dm, sb, next, *nonce);
+	if (err)
+		snprintf(why, whylen, "journal recovery failed: %s", strerror(-err));
+	*epoch = next;
+	return err;
+}
+
+/* A log region in the undo format: roll back what it holds, as the other
+ * back ends would, through a mapping of the pool file. */
+static int journal_undo_legacy(int pool_fd, const struct kura_super *sb)
+{
+	struct media m;
+	int err = media_map(&m, pool_fd, sb->pool_size, KURA_PERSIST_FILE, 0);
+	if (err)
+		return err;
+	struct tx t;
+	tx_init(&t, &m, sb->log_block * KURA_BLOCK, sb->log_blocks * KURA_BLOCK);
+	err = tx_recover(&t);
+	tx_destroy(&t);
+	if (!err && m.io_err)
+		err = -m.io_err;
+	media_unmap(&m);
+	return err < 0 ? err : 0;
+}
+
+/* ---- the working copy ----------------------------------------------------- */
+
+static void copy_name(int pool_fd, char *name, size_t len)
+{
+	struct stat st;
+	if (fstat(pool_fd, &st))
+		memset(&st, 0, sizeof st);
+	snprintf(name, len, "/kura-copy-%llx-%llx", (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+}
+
+/* A copy may be reused only if it is ours and in step with the disk. */
+static int copy_current(int fd, int pool_fd, const struct kura_super *sb)
+{
+	struct stat cs, ps;
+	if (fstat(fd, &cs) || fstat(pool_fd, &ps) || !S_ISREG(cs.st_mode) ||
+	    (uint64_t)cs.st_size != journal_copy_size(sb) || (cs.st_uid != geteuid() && cs.st_uid != ps.st_uid) ||
+	    (cs.st_mode & 0022 & ~ps.st_mode))
+		return 0;
+	struct jctl c;
+	if (pread(fd, &c, sizeof c, (off_t)journal_ctl_off(sb->pool_size)) != sizeof c || c.magic != JCTL_MAGIC ||
+	    memcmp(c.uuid, sb->uuid, sizeof c.uuid))
+		return 0;
+	uint8_t block[KURA_BLOCK];
+	if (pread(pool_fd, block, sizeof block, (off_t)(sb->log_block * KURA_BLOCK)) != sizeof block)
+		return 0;
+	const struct kura_journal_head *h = current_head(block);
+	return h && h->nonce == c.nonce && h->epoch == c.epoch;
+}
+
+/* Copies [at, end) of the pool file into the copy's file: in the kernel
+ * where it can (no page faults on the copy's side), else through a buffer. */
+static int copy_range(int pool_fd, int copy_fd, off_t at, off_t end)
+{
+	static __thread char buf[1 << 16];
+	while (at < end) {
+		loff_t in = at, out = at;
+		ssize_t n = copy_file_range(pool_fd, &in, copy_fd, &out, (size_t)(end - at), 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+			return -errno;
+		if (n <= 0) {
+			size_t want = end - at < (off_t)sizeof buf ? (size_t)(end - at) : sizeof buf;
+			n = pread(pool_fd, buf, want, at);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n <= 0 || pwrite(copy_fd, buf, (size_t)n, at) != n)
+				return n < 0 ? -errno : -EIO;
+		}
+		at += n;
+	}
+	return 0;
+}
+
+/* Copies the pool file's allocated extents, but the log region, into the
+ * copy; its holes stay holes. */
+static int load_copy(int pool_fd, const struct kura_super *sb, int copy_fd)
+{
+	off_t log_off = (off_t)(sb->log_block * KURA_BLOCK), log_end = log_off + (off_t)(sb->log_blocks * KURA_BLOCK);
+	off_t pos = 0, end = (off_t)sb->pool_size;
+	while (pos < end) {
+		off_t data = lseek(pool_fd, pos, SEEK_DATA);
+		if (data < 0)
+			break; /* ENXIO: only a hole is left */
+		off_t hole = lseek(pool_fd, data, SEEK_HOLE);
+		if (hole < 0 || hole > end)
+			hole = end;
+		int err = 0;
+		if (data < log_off)
+			err = copy_range(pool_fd, copy_fd, data, hole < log_off ? hole : log_off);
+		if (!err && hole > log_end)
+			err = copy_range(pool_fd, copy_fd, data > log_end ? data : log_end, hole);
+		if (err)
+			return err;
+		pos = hole;
+	}
+	return 0;
+}
+
+static int init_ctl(struct jctl *c, const struct kura_super *sb, uint64_t nonce, uint64_t epoch)
+{
+	pthread_mutexattr_t a;
+	memset(c, 0, sizeof *c);
+	memcpy(c->uuid, sb->uuid, sizeof c->uuid);
+	c->nonce = nonce;
+	c->epoch = epoch;
+	if (pthread_mutexattr_init(&a) || pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED) ||
+	    pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST) || pthread_mutex_init(&c->flush, &a))
+		return -EINVAL;
+	pthread_mutexattr_destroy(&a);
+	__atomic_store_n(&c->magic, JCTL_MAGIC, __ATOMIC_RELEASE);
+	return 0;
+}
+
+static int create_copy(int pool_fd, const struct kura_super *sb, const char *name, char *why, size_t whylen)
+{
+	uint64_t nonce = 0, epoch = 0;
+	int err = recover_disk(pool_fd, sb, &nonce, &epoch, why, whylen);
+	if (err)
+		return err;
+	struct stat ps;
+	if (fstat(pool_fd, &ps))
+		return -errno;
+	shm_unlink(name); /* not current: a stale copy, never trusted */
+	int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, ps.st_mode & 0666);
+	if (fd < 0) {
+		err = -errno;
+		snprintf(why, whylen, "cannot create the working copy /dev/shm%s: %s", name, strerror(errno));
+		return err;
+	}
+	fchmod(fd, ps.st_mode & 0666); /* umask must not lock out other users of the pool */
+	uint64_t size = journal_copy_size(sb), ctl_off = journal_ctl_off(sb->pool_size);
+	uint64_t ctl_map = (ctl_off & ~(uint64_t)(KURA_BLOCK - 1));
+	void *p = MAP_FAILED;
+	if (ftruncate(fd, (off_t)size) == 0)
+		p = mmap(NULL, KURA_BLOCK, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)ctl_map);
+	if (p == MAP_FAILED) {
+		err = -errno;
+		snprintf(why, whylen, "cannot size the working copy to %llu bytes: %s", (unsigned long long)size,
+			 strerror(errno));
+	} else {
+		err = load_copy(pool_fd, sb, fd);
+		if (err)
+			snprintf(why, whylen, "cannot read the pool into its working copy: %s", strerror(-err));
+		else
+			err = init_ctl((struct jctl *)((uint8_t *)p + (ctl_off - ctl_map)), sb, nonce, epoch);
+		munmap(p, KURA_BLOCK);
+	}
+	if (err) {
+		shm_unlink(name);
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+int journal_open_copy(int pool_fd, const struct kura_super *sb, int alone, int *created, char *why, size_t whylen)
+{
+	char name[80];
+	copy_name(pool_fd, name, sizeof name);
+	*created = 0;
+	int fd = shm_open(name, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+	if (fd >= 0 && copy_current(fd, pool_fd, sb))
+		return fd; /* in use, or left by processes that died: newer than the disk */
+	if (fd >= 0)
+		close(fd);
+	if (!alone) {
+		snprintf(why, whylen, "the pool is mounted, but its working copy /dev/shm%s is %s", name,
+			 fd >= 0 ? "not in step with it" : "missing");
+		return -EIO;
+	}
+	fd = create_copy(pool_fd, sb, name, why, whylen);
+	*created = fd >= 0;
+	return fd;
+}
+
+void journal_remove_copy(int pool_fd)
+{
+	char name[80];
+	copy_name(pool_fd, name, sizeof name);
+	shm_unlink(name);
+}
+
+/* ---- committing ------------------------------------------------------------ */
+
+void journal_init(struct journal *j, struct media *m, const struct kura_super *sb, int created)
+{
+	memset(j, 0, sizeof *j);
+	j->m = m;
+	j->ctl = (struct jctl *)(m->base + journal_ctl_off(sb->pool_size));
+	j->dirty = (uint64_t *)(m->base + dirty_off(sb));
+	j->head_off = sb->log_block * KURA_BLOCK;
+	j->rec_off = j->head_off + KURA_BLOCK;
+	j->cap = sb->log_blocks * KURA_BLOCK - KURA_BLOCK;
+	if (kura_journal_cap && kura_journal_cap < j->cap)
+		j->cap = kura_journal_cap;
+	j->nblocks = sb->nblocks;
+	(void)created;
+}
+
+static void mark_dirty(struct journal *j, uint64_t off, uint64_t len)
+{
+	for (uint64_t b = off >> KURA_BLOCK_SHIFT; b <= (off + len - 1) >> KURA_BLOCK_SHIFT; b++)
+		j->dirty[b / 64] |= 1ull << (b % 64);
+}
+
+static void lock_flush(struct journal *j);
+
+/* Runs of consecutive changed lines, each cut at block boundaries. */
+#define FOR_EACH_LINE_RUN(t, off, len, body)                                                        \
+	for (size_t i_ = 0; i_ < (t)->nlines;) {                                                    \
+		size_t k_ = i_ + 1;                                                                 \
+		while (k_ < (t)->nlines && (t)->lines[k_] == (t)->lines[k_ - 1] + 1 &&             \
+		       ((t)->lines[k_] * MEDIA_LINE) % KURA_BLOCK)                                  \
+			k_++;                                                                       \
+		uint64_t off = (t)->lines[i_] * MEDIA_LINE, len = (k_ - i_) * MEDIA_LINE;           \
+		body;                                                                               \
+		i_ = k_;                                                                            \
+	}
+
+static uint64_t item_size(uint64_t len, int zero)
+{
+	return sizeof(struct kura_jitem) + (zero ? 0 : (len + 7) & ~7ull);
+}
+
+static void put_item(struct journal *j, uint64_t *at, uint64_t off, uint64_t len, int zero)
+{
+	struct kura_jitem it = { .off = off, .len = (uint32_t)len, .flags = zero ? JITEM_ZERO : 0 };
+	media_store(j->m, *at, &it, sizeof it);
+	if (!zero) {
+		media_store(j->m, *at + sizeof it, media_ptr(j->m, off), len);
+		if (len % 8) {
+			static const uint8_t pad[8];
+			media_store(j->m, *at + sizeof it + len, pad, 8 - len % 8);
+		}
+	}
+	*at += item_size(len, zero);
+	mark_dirty(j, off, len);
+}
+
+/* A transaction too large for the journal even when empty writes what it
+ * put in fresh blocks home first: those blocks are free in the durable
+ * state (a checkpoint just made everything durable), so nothing can see
+ * them until the record that links them in, which then carries only the
+ * lines changed in place. */
+static int write_fresh_home(struct journal *j, const struct jtx *t)
+{
+	int err = 0;
+	for (size_t i = 0; i < t->nfresh && !err; i++)
+		err = media_disk_write(j->m, t->fresh[i].off, media_ptr(j->m, t->fresh[i].off), t->fresh[i].len);
+	/* Fresh blocks written home stay clean in the copy's dirty map. */
+	FOR_EACH_LINE_RUN(t, off, len, {
+		if (!err && t->is_fresh(t->ctx, off >> KURA_BLOCK_SHIFT))
+			err = media_disk_write(j->m, off, media_ptr(j->m, off), len);
+	});
+	return err ? err : media_disk_sync(j->m);
+}
+
+static int checkpoint(struct journal *j, const struct jtx *t);
+
+int journal_commit(struct journal *j, const struct jtx *t)
+{
+	uint64_t need = sizeof(struct kura_jrec), in_place = need;
+	for (size_t i = 0; i < t->nfresh; i++)
+		need += item_size(t->fresh[i].len, t->fresh[i].zero);
+	FOR_EACH_LINE_RUN(t, off, len, {
+		need += item_size(len, 0);
+		if (!t->is_fresh(t->ctx, off >> KURA_BLOCK_SHIFT))
+			in_place += item_size(len, 0);
+	});
+	int big = need > j->cap;
+	if (big && in_place > j->cap)
+		return -ENOSPC;
+	uint64_t pos = j->ctl->staged;
+	/* The large path must open a new epoch: see checkpoint(). */
+	if (big || pos + need > j->cap) {
+		int err = checkpoint(j, t);
+		if (err)
+			return err;
+		pos = 0;
+	}
+	if (big) {
+		int err = write_fresh_home(j, t);
+		if (err)
+			return err;
+	}
+	uint64_t start = j->rec_off + pos, at = start + sizeof(struct kura_jrec);
+	if (!big)
+		for (size_t i = 0; i < t->nfresh; i++)
+			put_item(j, &at, t->fresh[i].off, t->fresh[i].len, t->fresh[i].zero);
+	/* After the fresh ranges: a zeroed block's lines written since land on
+	 * the zeros at replay. */
+	FOR_EACH_LINE_RUN(t, off, len, {
+		if (!big || !t->is_fresh(t->ctx, off >> KURA_BLOCK_SHIFT))
+			put_item(j, &at, off, len, 0);
+	});
+	struct kura_jrec r = { .epoch = j->ctl->epoch, .pos = pos, .undo_epoch = t->undo_epoch,
+			       .len = (uint32_t)(at - start) };
+	media_store(j->m, start, &r, sizeof r);
+	r.crc = rec_crc(media_ptr(j->m, start), r.len);
+	media_store(j->m, start + offsetof(struct kura_jrec, crc), &r.crc, sizeof r.crc);
+	j->pending_end = pos + r.len;
+	return 0;
+}
+
+uint64_t journal_publish(struct journal *j)
+{
+	__atomic_store_n(&j->ctl->staged, j->pending_end, __ATOMIC_RELEASE);
+	return j->ctl->lsn_base + j->pending_end;
+}
+
+void journal_enter(struct journal *j)
+{
+	if (j->sync_each_op)
+		__atomic_add_fetch(&j->ctl->committing, 1, __ATOMIC_RELAXED);
+}
+
+void journal_leave(struct journal *j)
+{
+	if (j->sync_each_op)
+		__atomic_sub_fetch(&j->ctl->committing, 1, __ATOMIC_RELEASE);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Group commit.  An operation takes a few microseconds and a flush about a
+ * hundred, so a flush that starts while another operation is under way
+ * waits for it to stage its record: two committers then share one flush
+ * instead of taking turns.  Bounded: a process that died in between, or
+ * an operation longer than a flush, costs at most GROUP_WAIT_NS. */
+#define GROUP_WAIT_NS 100000u
+static void wait_for_committers(struct journal *j)
+{
+	if (!__atomic_load_n(&j->ctl->committing, __ATOMIC_ACQUIRE))
+		return;
+	uint64_t until = now_ns() + GROUP_WAIT_NS;
+	while (__atomic_load_n(&j->ctl->committing, __ATOMIC_ACQUIRE) && now_ns() < until)
+		__builtin_ia32_pause();
+}
+
+/* With the flush mutex: the staged records not yet durable, one write and
+ * one sync for all of them.  Direct I/O writes whole 512-byte sectors: the
+ * first one again (its durable bytes unchanged, so a torn write cannot
+ * harm them) and the last one with whatever lies past the staged end,
+ * which recovery refuses (another epoch, a wrong pos or crc), or which is
+ * a record being staged right now, whose transaction then merely counts as
+ * in flight at the crash. */
+static int write_pending(struct journal *j)
+{
+	if (j->sync_each_op)
+		wait_for_committers(j);
+	uint64_t end = __atomic_load_n(&j->ctl->staged, __ATOMIC_ACQUIRE);
+	uint64_t from = j->ctl->durable, to = end;
+	if (to <= from)
+		return 0;
+	if (j->m->dio_fd >= 0) {
+		from &= ~511ull;
+		to = (to + 511) & ~511ull;
+	}
+	int err = media_disk_write_sync(j->m, j->rec_off + from, media_ptr(j->m, j->rec_off + from), to - from);
+	if (err)
+		return err;
+	__atomic_store_n(&j->ctl->durable, end, __ATOMIC_RELEASE);
+	j->ctl->syncs++;
+	return 0;
+}
+
+/* A holder that died mid-checkpoint either wrote the new head or did not;
+ * the disk says which, and finishing is then only bookkeeping. */
+static void finish_dead_checkpoint(struct journal *j)
+{
+	uint8_t block[KURA_BLOCK];
+	if (pread(j->m->disk_fd, block, sizeof block, (off_t)j->head_off) != sizeof block)
+		return;
+	const struct kura_journal_head *h = current_head(block);
+	if (h && h->epoch == j->ctl->epoch + 1 && media_disk_sync(j->m) == 0) {
+		memset(j->dirty, 0, (j->nblocks + 63) / 64 * 8);
+		j->ctl->lsn_base += j->ctl->staged;
+		j->ctl->staged = j->ctl->durable = 0;
+		j->ctl->epoch = h->epoch;
+	}
+}
+
+static void lock_flush(struct journal *j)
+{
+	if (pthread_mutex_lock(&j->ctl->flush) == EOWNERDEAD) {
+		finish_dead_checkpoint(j);
+		pthread_mutex_consistent(&j->ctl->flush);
+	}
+}
+
+int journal_sync(struct journal *j, uint64_t lsn)
+{
+	if (__atomic_load_n(&j->ctl->durable, __ATOMIC_ACQUIRE) + j->ctl->lsn_base >= lsn && lsn)
+		return j->m->io_err ? -EIO : 0;
+	lock_flush(j);
+	int err = 0;
+	if (!lsn || j->ctl->lsn_base + j->ctl->durable < lsn)
+		err = write_pending(j);
+	pthread_mutex_unlock(&j->ctl->flush);
+	return err ? err : j->m->io_err ? -EIO : 0;
+}
+
+int journal_sync_all(struct journal *j)
+{
+	return journal_sync(j, 0);
+}
+
+/* Every dirty block goes home as the last committed transaction left it
+ * (t, when a transaction is open, gives those), then a new head retires the
+ * records.  Order: records durable, homes durable, head.  A crash before
+ * the head is durable replays the old epoch's records onto homes that
+ * already hold their bytes, which changes nothing: every block written home
+ * outside a record (write_fresh_home) was written before the epoch's first
+ * record, so in each byte the last record to touch it has the final say. */
+static int checkpoint(struct journal *j, const struct jtx *t)
+{
+	enum { RUN = 64 };
+	static __thread uint8_t buf[RUN * KURA_BLOCK];
+	lock_flush(j);
+	int err = write_pending(j);
+	for (uint64_t b = 0; b < j->nblocks && !err;) {
+		if (!(j->dirty[b / 64] >> (b % 64) & 1)) {
+			b = j->dirty[b / 64] >> (b % 64) ? b + 1 : (b | 63) + 1;
+			continue;
+		}
+		uint64_t n = 0;
+		while (b + n < j->nblocks && n < RUN && (j->dirty[(b + n) / 64] >> ((b + n) % 64) & 1)) {
+			if (t)
+				t->committed(t->ctx, b + n, buf + n * KURA_BLOCK);
+			n++;
+		}
+		err = media_disk_write(j->m, b << KURA_BLOCK_SHIFT, t ? buf : media_ptr(j->m, b << KURA_BLOCK_SHIFT), n * KURA_BLOCK);
+		b += n;
+	}
+	/* FAULT_CHECKPOINT_EARLY: an injected bug (crash tests only) */
+	if (!err && kura_fault != FAULT_CHECKPOINT_EARLY)
+		err = media_disk_sync(j->m);
+	if (!err) {
+		struct media *m = j->m;
+		struct kura_super sb = { .log_block = j->head_off / KURA_BLOCK };
+		err = write_head(m, &sb, j->ctl->epoch + 1, j->ctl->nonce);
+	}
+	if (!err) {
+		memset(j->dirty, 0, (j->nblocks + 63) / 64 * 8);
+		j->ctl->lsn_base += j->ctl->staged;
+		j->ctl->staged = j->ctl->durable = 0;
+		j->ctl->epoch++;
+		j->ctl->checkpoints++;
+	}
+	pthread_mutex_unlock(&j->ctl->flush);
+	return err;
+}
+
+int journal_checkpoint(struct journal *j)
+{
+	return checkpoint(j, NULL);
+}
+
+void journal_repair(struct journal *j, uint64_t undo_head_epoch)
+{
+	uint64_t pos = j->ctl->staged;
+	const uint8_t *rec = media_ptr(j->m, j->rec_off + pos);
+	struct kura_super sb = { .log_block = j->head_off / KURA_BLOCK, .log_blocks = (j->cap / KURA_BLOCK) + 1,
+				 .pool_size = j->nblocks * KURA_BLOCK };
+	uint32_t len = rec_check(&sb, rec, j->cap - pos, j->ctl->epoch, pos);
+	if (!len)
+		return;
+	const struct kura_jrec *r = (const void *)rec;
+	if (r->undo_epoch + 1 == undo_head_epoch) {
+		for (uint32_t at = sizeof *r; at < len;) {
+			const struct kura_jitem *it = (const void *)(rec + at);
+			mark_dirty(j, it->off, it->len);
+			at += item_stored(it);
+		}
+		__atomic_store_n(&j->ctl->staged, pos + len, __ATOMIC_RELEASE);
+	} else {
+		static const struct kura_jrec none;
+		media_store(j->m, j->rec_off + pos, &none, sizeof none);
+	}
+}
+
+/* ---- other back ends ------------------------------------------------------- */
+
+static void apply_mapped(void *ctx, uint64_t off, const void *src, uint32_t len)
+{
+	media_store(ctx, off, src, len);
+	media_flush(ctx, off, len);
+}
+
+int journal_is_journal(const struct media *m, const struct kura_super *sb)
+{
+	return current_head(media_ptr(m, sb->log_block * KURA_BLOCK)) != NULL;
+}
+
+int journal_replay_mapped(struct media *m, const struct kura_super *sb)
+{
+	const uint8_t *region = media_ptr(m, sb->log_block * KURA_BLOCK);
+	const struct kura_journal_head *h = current_head(region);
+	if (!h)
+		return 0;
+	int n = replay_region(sb, region, h->epoch, apply_mapped, m);
+	media_fence(m);
+	return n;
+}

@@ -1,0 +1,144 @@
+/*
+ * journal.h — the file back end: a working copy of the pool in shared
+ * memory, and a redo journal on the pool file that makes it durable.
+ *
+ * Why a copy.  The kernel may write any dirty page of a shared mapping of
+ * the pool file back to the disk at any moment and in any order, so nothing
+ * may change the pool file's pages before the record that describes the
+ * change is durable.  A read-write mount of a pool on a disk therefore maps
+ * a copy of the pool kept in POSIX shared memory (named after the pool
+ * file's device and inode, like the lock table), and every process that
+ * mounts the pool maps the same copy: the engine runs on it exactly as on a
+ * pool in tmpfs, undo log and all, so a process that dies mid-operation is
+ * rolled back by the next locker as there.
+ *
+ * Durability.  When a transaction commits, the bytes it changed in the copy
+ * (its dirty lines and the fresh blocks it filled) are appended as one
+ * checksummed record to the journal's staging area, which is the log region
+ * of the copy, at the offset the record will have in the pool file.  A sync
+ * writes the staged records not yet on the disk with one pwrite and makes
+ * them durable with one fdatasync: one flush, shared by every transaction
+ * staged meanwhile, whichever thread or process committed it (group
+ * commit: committers queue on one robust mutex and the first in writes for
+ * all).  The pool file's other blocks are written only by a checkpoint,
+ * when the journal is full or the last mount ends: the copy's dirty blocks
+ * go to their homes, are synced, and a new journal head (epoch + 1) retires
+ * the records.  After a crash of the machine the copy is gone; the first
+ * mount replays the valid records of the head's epoch in order, stopping at
+ * the first that is torn, so the pool shows a prefix of the commit history.
+ *
+ * Measured on this machine's ext4 disk (virtio): one pwrite + fdatasync of a
+ * few KiB into the preallocated log region costs the same as an
+ * O_DIRECT|O_DSYNC write of the same pages, and, unlike msync of the
+ * mapping, causes no ext4 journal commit (no size or block change; only the
+ * mtime, which fdatasync does not wait for).
+ */
+#ifndef KURA_JOURNAL_H
+#define KURA_JOURNAL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stddef.h>
+#include "layout.h"
+#include "media.h"
+
+/* Crash tests only: when set, the journal holds at most this many record
+ * bytes, so that short workloads reach checkpoints and the large path;
+ * journal_replayed counts the records the last recovery replayed. */
+extern uint64_t kura_journal_cap;
+extern int journal_replayed;
+
+/* Shared by every process using the copy; it lies after the pool image. */
+struct jctl {
+	uint64_t magic;
+	uint8_t uuid[16];     /* the pool's */
+	uint64_t nonce;       /* equals the disk head's while the copy is current */
+	uint64_t epoch;       /* the disk head's epoch */
+	uint64_t lsn_base;    /* log sequence number of the first record byte of this epoch */
+	uint64_t staged;      /* record bytes committed in the copy */
+	uint64_t durable;     /* record bytes known durable on the disk */
+	uint64_t checkpoints, syncs;
+	uint32_t committing;   /* operations between begin and staging, that a flush may wait for */
+	uint32_t pad;
+	pthread_mutex_t flush; /* robust, process-shared: whoever holds it writes for all */
+};
+
+struct journal {
+	struct media *m;
+	struct jctl *ctl;
+	uint64_t *dirty;           /* one bit per pool block changed since the last checkpoint */
+	uint64_t head_off;         /* the pool's log region */
+	uint64_t rec_off, cap;     /* where records go, and how many bytes fit */
+	uint64_t nblocks;
+	uint64_t pending_end;      /* staged position once the transaction being committed is published */
+	int sync_each_op;          /* KURA_SYNC=op: fs_end waits for its record to be durable */
+};
+
+struct jrange {
+	uint64_t off, len;
+	int zero; /* the bytes are zeros (recorded without them) */
+};
+
+/* What a committing transaction hands the journal. */
+struct jtx {
+	const uint64_t *lines;     /* 64-byte lines it changed in place */
+	size_t nlines;
+	const struct jrange *fresh; /* bytes it copied into fresh blocks */
+	size_t nfresh;
+	uint64_t undo_epoch;       /* its undo epoch; the copy's undo head moves past it at commit */
+	int (*is_fresh)(void *ctx, uint64_t block);
+	/* Fills buf with block as the last committed transaction left it. */
+	void (*committed)(void *ctx, uint64_t block, void *buf);
+	void *ctx;
+};
+
+/* The copy's layout: the pool image, this control block, the dirty map,
+ * then the copy's own undo log (log_size bytes). */
+uint64_t journal_ctl_off(uint64_t pool_size);
+uint64_t journal_undo_off(const struct kura_super *sb);
+uint64_t journal_copy_size(const struct kura_super *sb);
+
+/* Opens the copy of the pool open read-write as pool_fd, creating it from
+ * the pool (after replaying the disk journal) when this mount is alone and
+ * there is no current copy.  The caller holds the pool's flock, so no other
+ * mount is deciding the same.  Returns the copy's fd or -errno, with why
+ * filled. *created says the copy is new (its undo log must be formatted). */
+int journal_open_copy(int pool_fd, const struct kura_super *sb, int alone, int *created, char *why,
+		      size_t whylen);
+/* Removes the copy of the pool (the last mount, after journal_checkpoint). */
+void journal_remove_copy(int pool_fd);
+
+void journal_init(struct journal *j, struct media *m, const struct kura_super *sb, int created);
+
+/* Around an operation that will wait for its record (KURA_SYNC=op): a
+ * flush about to start waits briefly for operations in between, so that
+ * one flush carries them all. */
+void journal_enter(struct journal *j);
+void journal_leave(struct journal *j);
+
+/* Under the pool mutex: stages t's record (checkpointing first if it does
+ * not fit).  0 or -errno; on error nothing is staged. */
+int journal_commit(struct journal *j, const struct jtx *t);
+/* After the undo log retired the transaction: the record counts.  Returns
+ * the log sequence number that journal_sync must reach for it. */
+uint64_t journal_publish(struct journal *j);
+/* Makes every record up to lsn durable (all staged ones with lsn 0 ... use
+ * journal_sync_all).  Needs no pool mutex.  0 or -errno. */
+int journal_sync(struct journal *j, uint64_t lsn);
+int journal_sync_all(struct journal *j);
+/* Under the pool mutex, no transaction open: writes every dirty block home
+ * and retires the records. */
+int journal_checkpoint(struct journal *j);
+/* Under the pool mutex, after its holder died: a record the dead holder
+ * staged counts if its transaction committed in the copy (undo head moved
+ * past it), else it is erased.  Before the undo log is rolled back. */
+void journal_repair(struct journal *j, uint64_t undo_head_epoch);
+
+/* Pools whose log region holds a journal (written by the file back end),
+ * mounted by another back end, or checked: replays the valid records into
+ * the mapping m (durable there with m's own fences).  Returns the number of
+ * records replayed, 0 when the region is not a journal, or -EUCLEAN. */
+int journal_replay_mapped(struct media *m, const struct kura_super *sb);
+int journal_is_journal(const struct media *m, const struct kura_super *sb);
+
+#endif
