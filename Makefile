@@ -52,10 +52,12 @@ model-long: all
 
 # The crash explorer unbounded: every entry, every pair of entries and a long
 # random run, with larger per-crash-point budgets (tests/crash_test.c), under
-# the pmem model (64-byte lines) and the file back end's (4 KiB pages, msync).
+# the pmem model (64-byte lines) and the file back end's (4 KiB pages of the
+# pool file, written by the journal) in both durability modes.
 crash-full: all
 	build/tests/crash_test --full --jobs $$(nproc)
 	build/tests/crash_test --full --jobs $$(nproc) --persist file
+	build/tests/crash_test --full --jobs $$(nproc) --persist file --sync fsync
 
 clean:
 	rm -rf build build-asan build-tsan

@@ -62,14 +62,26 @@ int main(int argc, char **argv)
 			i++;
 		} else if (!strcmp(argv[i], "--persist") && i + 1 < argc && !strcmp(argv[i + 1], "pmem")) {
 			i++;
+		} else if (!strcmp(argv[i], "--sync") && i + 1 < argc &&
+			   (!strcmp(argv[i + 1], "fsync") || !strcmp(argv[i + 1], "op"))) {
+			cfg.fsync_mode = !strcmp(argv[++i], "fsync");
+			cfg.seed ^= cfg.fsync_mode ? 0x6673796e63ull : 0;
 		} else if (strcmp(argv[i], "--full")) {
 			fprintf(stderr,
 				"usage: %s [--full | --replay LIST [--fault N] | --random SEED COUNT LEN] "
-				"[--persist pmem|file] [--jobs N]\n",
+				"[--persist pmem|file] [--sync op|fsync] [--jobs N]\n",
 				argv[0]);
 			return 2;
 		}
 	}
+	if (cfg.fsync_mode && !cfg.file) {
+		fprintf(stderr, "--sync fsync needs --persist file: the other back ends are always op\n");
+		return 2;
+	}
+	/* A journal of a few records, so that short workloads checkpoint and
+	 * take the large path (records bigger than the journal) too. */
+	if (cfg.file)
+		kura_journal_cap = 12 * 1024;
 	if (full) {
 		cfg.point_budget = 160;
 		cfg.exh_bound = 256;

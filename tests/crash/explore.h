@@ -47,7 +47,8 @@ struct ex_cfg {
 	int stop_first;    /* stop a workload at its first violation */
 	int fault;         /* kura_fault during the traced run */
 	int max_print;     /* violations printed in full */
-	int file;          /* persistence model: 0 pmem (lines), 1 file back end (pages, msync) */
+	int file;          /* persistence model: 0 pmem (lines), 1 file back end (pages of the pool file) */
+	int fsync_mode;    /* file model: KURA_SYNC=fsync, whose oracle is a prefix back to the last fsync */
 	uint64_t seed;
 	int progress;       /* print a line every 250 workloads */
 	int shard, nshards; /* this process runs workloads numbered shard mod nshards */
@@ -96,7 +97,7 @@ static double now_sec(void)
 static const char *ex_flags(const struct ex *x)
 {
 	static char f[64];
-	snprintf(f, sizeof f, "%s", x->cfg.file ? " --persist file" : "");
+	snprintf(f, sizeof f, "%s%s", x->cfg.file ? " --persist file" : "", x->cfg.fsync_mode ? " --sync fsync" : "");
 	if (x->cfg.fault)
 		snprintf(f + strlen(f), sizeof f - strlen(f), " --fault %d", x->cfg.fault);
 	return f;
@@ -144,12 +145,20 @@ static void ex_violation(struct ex *x, const char *fmt, ...)
 static void ex_undo_tracer(void *ctx, enum media_event ev, uint64_t off, const void *data, uint64_t len)
 {
 	struct ex *x = ctx;
-	if (ev == MEDIA_STORE || ev == MEDIA_NT)
+	if (ev == MEDIA_STORE || ev == MEDIA_NT || ev == MEDIA_DISK_WRITE) {
 		undo_save(&x->u, off, len);
-	else if (ev == MEDIA_STORE64)
+	} else if (ev == MEDIA_STORE64) {
 		undo_save(&x->u, off, 8);
+	}
 	if (x->rtr_on)
 		trace_add(&x->rtr, ev, off, data, len);
+}
+
+/* A file back end mount's stores go to its working copy, not the pool. */
+static void ex_undo_tracer_disk(void *ctx, enum media_event ev, uint64_t off, const void *data, uint64_t len)
+{
+	if (ev != MEDIA_STORE && ev != MEDIA_STORE64 && ev != MEDIA_NT)
+		ex_undo_tracer(ctx, ev, off, data, len);
 }
 
 static void ex_record_tracer(void *ctx, enum media_event ev, uint64_t off, const void *data, uint64_t len)
@@ -184,8 +193,40 @@ static int ex_fsck(struct ex *x, char *why, size_t len)
  * place before recovery, so recovery's writes are undoable (and, with
  * record, traced for crashing recovery itself).  Returns the dump hash, or 0
  * with why filled. */
+/* The file model: a machine crash lost the working copy, so recovery is an
+ * ordinary first mount (journal replay, a new copy), traced from its start;
+ * the unmount's checkpoint belongs to recovery too. */
+static uint64_t ex_recover_dump_file(struct ex *x, struct sbuf *dump, int record, int *nrec, char *why,
+				     size_t len)
+{
+	if (record) {
+		trace_reset(&x->rtr);
+		x->rtr_on = 1;
+	}
+	media_mount_tracer = (struct media_tracer){ .event = ex_undo_tracer_disk, .ctx = x };
+	struct kura_mount_opts o = { .persist = KURA_PERSIST_FILE, .sync = KURA_SYNC_OP };
+	int err = 0;
+	kura_fs *fs = kura_mount(x->scratch_path, &o, &err);
+	uint64_t h = 0;
+	if (!fs) {
+		snprintf(why, len, "mount failed (%s): %s", strerror(-err), kura_last_error());
+	} else {
+		if (nrec)
+			*nrec = journal_replayed;
+		h = dump_fs(fs, dump);
+		if (!h)
+			snprintf(why, len, "recovered tree unreadable: %.300s", dump->p);
+		kura_unmount(fs);
+	}
+	media_mount_tracer = (struct media_tracer){ 0 };
+	x->rtr_on = 0;
+	return h;
+}
+
 static uint64_t ex_recover_dump(struct ex *x, struct sbuf *dump, int record, int *nrec, char *why, size_t len)
 {
+	if (x->cfg.file)
+		return ex_recover_dump_file(x, dump, record, nrec, why, len);
 	/* Recovery runs on the modelled back end: its own crashes are explored. */
 	struct kura_mount_opts o = { .persist = x->cfg.file ? KURA_PERSIST_FILE : KURA_PERSIST_MEMORY,
 				     .no_recover = 1 };
@@ -421,8 +462,12 @@ static void ex_check(struct ex *x, int lo, int hi, uint64_t image)
 	}
 	if (x->cfg.usability) {
 		int err = 0;
+		/* Traced from its start: a pool left by the file back end turns its
+		 * log region back into an undo log at this mount. */
+		media_mount_tracer = (struct media_tracer){ .event = ex_undo_tracer, .ctx = x };
 		kura_fs *fs = kura_mount(x->scratch_path, &(struct kura_mount_opts){ .persist = KURA_PERSIST_MEMORY },
 					 &err);
+		media_mount_tracer = (struct media_tracer){ 0 };
 		if (!fs) {
 			ex_violation(x, "second mount failed: %s", kura_last_error());
 			goto out;
@@ -595,9 +640,11 @@ static int ex_init(struct ex *x, const struct ex_cfg *cfg, struct ex_stats *st)
 	memset(x, 0, sizeof *x);
 	x->cfg = *cfg;
 	x->st = st;
-	snprintf(x->work_path, sizeof x->work_path, "/dev/shm/kura-crash-%d-work.pool", getpid());
-	snprintf(x->ref_path, sizeof x->ref_path, "/dev/shm/kura-crash-%d-ref.pool", getpid());
-	snprintf(x->scratch_path, sizeof x->scratch_path, "/dev/shm/kura-crash-%d-scratch.pool", getpid());
+	static int instances; /* one process may explore several models at once */
+	int k = instances++;
+	snprintf(x->work_path, sizeof x->work_path, "/dev/shm/kura-crash-%d.%d-work.pool", getpid(), k);
+	snprintf(x->ref_path, sizeof x->ref_path, "/dev/shm/kura-crash-%d.%d-ref.pool", getpid(), k);
+	snprintf(x->scratch_path, sizeof x->scratch_path, "/dev/shm/kura-crash-%d.%d-scratch.pool", getpid(), k);
 	if (kura_mkfs(x->scratch_path, POOL_SIZE, 1)) {
 		fprintf(stderr, "mkfs %s: %s\n", x->scratch_path, kura_last_error());
 		return -1;
@@ -611,10 +658,11 @@ static int ex_init(struct ex *x, const struct ex_cfg *cfg, struct ex_stats *st)
 	/* Attached for the whole run, so each check's mount finds the shared
 	 * table instead of creating and zeroing a fresh one (most of a mount's
 	 * cost).  Mounts then never see themselves alone, so none reclaims
-	 * orphans on its own: ex_recover_dump does that explicitly. */
+	 * orphans on its own: ex_recover_dump does that explicitly.  Not in
+	 * the file model, whose recovery is a first mount, alone. */
 	int alone = 0;
 	fd = open(x->scratch_path, O_RDWR);
-	if (fd < 0 || lock_attach(&x->hold, fd, &alone))
+	if (fd < 0 || (!cfg->file && lock_attach(&x->hold, fd, &alone)))
 		return -1;
 	close(fd);
 	x->D = malloc(POOL_SIZE);
@@ -624,7 +672,8 @@ static int ex_init(struct ex *x, const struct ex_cfg *cfg, struct ex_stats *st)
 
 static void ex_fini(struct ex *x)
 {
-	lock_detach(&x->hold, -1); /* one process: nobody attaches meanwhile */
+	if (!x->cfg.file)
+		lock_detach(&x->hold, -1); /* one process: nobody attaches meanwhile */
 	munmap(x->S, POOL_SIZE);
 	free(x->D);
 	unlink(x->work_path);
@@ -681,9 +730,14 @@ static int ex_traced(struct ex *x)
 	if (kura_mkfs(x->work_path, POOL_SIZE, 1))
 		return -1;
 	enum kura_persist kind = x->cfg.file ? KURA_PERSIST_FILE : KURA_PERSIST_PMEM;
-	kura_fs *fs = kura_mount(x->work_path, &(struct kura_mount_opts){ .persist = kind }, NULL);
+	kura_fs *fs = kura_mount(x->work_path,
+				 &(struct kura_mount_opts){ .persist = kind,
+							    .sync = x->cfg.fsync_mode ? KURA_SYNC_FSYNC : KURA_SYNC_OP },
+				 NULL);
 	struct wk_ctx c;
 	if (!fs || wk_setup(fs, &c))
+		return -1;
+	if (x->cfg.file && kura_syncfs(fs)) /* the set-up is where every crash may go back to */
 		return -1;
 	/* KURA_PERSIST in the environment overrides the mount option; the
 	 * model must describe the back end that really ran. */
@@ -693,7 +747,10 @@ static int ex_traced(struct ex *x)
 		kura_unmount(fs);
 		return -1;
 	}
-	memcpy(x->D, fs->m.base, POOL_SIZE);
+	if (!x->cfg.file)
+		memcpy(x->D, fs->m.base, POOL_SIZE);
+	else if (pread(fs->pool_fd, x->D, POOL_SIZE, 0) != (ssize_t)POOL_SIZE)
+		return -1; /* the durable image is the pool file, not the copy */
 	trace_reset(&x->tr);
 	fs->m.tracer.event = ex_record_tracer;
 	fs->m.tracer.ctx = &x->tr;
@@ -733,12 +790,16 @@ static int ex_workload(struct ex *x, const int *ops, int nops)
 	memcpy(x->S, x->D, POOL_SIZE);
 	pm_init(&x->pm, x->cfg.file, x->D, POOL_SIZE, x->S, NULL, 1);
 	kset_clear(&x->seen);
-	int inflight = 0, done = 0;
+	/* The oldest state a crash may show: in op mode the last entry that
+	 * returned; in fsync mode the last fsync that returned (the set-up
+	 * was synced), any later state being a prefix of what followed. */
+	int inflight = 0, done = 0, synced = 0;
+#define LO() (x->cfg.fsync_mode ? synced : inflight ? inflight - 1 : done)
 	for (size_t i = 0; i < x->tr.n && !x->stop; i++) {
 		struct tev *e = &x->tr.e[i];
 		x->event_no = i;
 		if (pm_event(&x->pm, &x->tr, e)) {
-			ex_point(x, inflight ? inflight - 1 : done, inflight ? inflight : done);
+			ex_point(x, LO(), inflight ? inflight : done);
 			pm_fence(&x->pm);
 		} else if (e->kind == MEDIA_MARK) {
 			if (e->off == 'O')
@@ -746,10 +807,13 @@ static int ex_workload(struct ex *x, const int *ops, int nops)
 			if (e->off == 'o') {
 				done = (int)e->len;
 				inflight = 0;
-				ex_point(x, done, done);
+				if (x->ops[done - 1]->kind == K_FSYNC && x->res[done - 1] == 0)
+					synced = done;
+				ex_point(x, LO(), done);
 			}
 		}
 	}
+#undef LO
 	if (memcmp(x->S, x->D, POOL_SIZE)) {
 		fprintf(stderr, "harness: the scratch pool drifted from the durable image (workload %s)\n", x->spec);
 		return -1;

@@ -12,14 +12,14 @@
  * not ordered with each other, writes within one unit are.  Non-temporal
  * copies count as flushed when issued.
  *
- * Model file (the file back end): the unit is the 4 KiB page and the
- * durability point is msync.  The engine's flushes only record dirty ranges
- * there, so the model ignores them and takes what the back end really
- * msyncs, the runs it hands the tracer with each fence (media.h); msync
- * writes whole pages, so those runs mark every write so far to their pages
- * flushed.  The kernel may write back any dirty page at any moment with
- * what it holds then, a program-order prefix of its writes: the same
- * prefix rule as lines, one page at a time.
+ * Model file (the file back end, journal.h): the engine runs on a working
+ * copy in shared memory, which a machine crash loses whole, so its stores
+ * are not modelled; the pool file changes only by the writes the back end
+ * hands the tracer (MEDIA_DISK_WRITE), and a sync (MEDIA_DISK_SYNC:
+ * fdatasync, or the end of an O_DSYNC write) makes every one before it
+ * durable.  The unit is the 4 KiB page: the kernel may write any dirty page
+ * back at any moment with what it holds then, a program-order prefix of
+ * the writes to it; pages are independent.
  */
 #ifndef CRASH_MODEL_H
 #define CRASH_MODEL_H
@@ -53,7 +53,8 @@ static void trace_add(struct trace *t, enum media_event ev, uint64_t off, const 
 	e->at = t->nd;
 	/* A file back end's fence carries len runs of two uint64_t (media.h). */
 	uint64_t bytes = ev == MEDIA_FENCE ? len * 16 : len;
-	if (data && (ev == MEDIA_STORE || ev == MEDIA_STORE64 || ev == MEDIA_NT || ev == MEDIA_FENCE)) {
+	if (data && (ev == MEDIA_STORE || ev == MEDIA_STORE64 || ev == MEDIA_NT || ev == MEDIA_FENCE ||
+		     ev == MEDIA_DISK_WRITE)) {
 		while (t->nd + bytes > t->capd) {
 			t->capd = t->capd ? t->capd * 2 : 1 << 20;
 			t->data = xrealloc(t->data, t->capd);
@@ -284,6 +285,17 @@ static void pm_fence(struct pmodel *m)
 static int pm_event(struct pmodel *m, const struct trace *t, const struct tev *e)
 {
 	const uint8_t *d = t->data + e->at;
+	if (m->file) {
+		/* The working copy is memory, gone with the machine: only what
+		 * reaches the pool file counts, and a sync makes all of it durable. */
+		if (e->kind == MEDIA_DISK_WRITE)
+			pm_store(m, e->off, d, e->len, 0);
+		if (e->kind != MEDIA_DISK_SYNC)
+			return 0;
+		for (size_t i = 0; i < m->npl; i++)
+			m->pl[i].flushed = m->pl[i].n;
+		return 1;
+	}
 	switch (e->kind) {
 	case MEDIA_STORE:
 	case MEDIA_NT:
