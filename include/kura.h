@@ -234,6 +234,11 @@ int kura_getpath(kura_fs *fs, int fd, char *buf, size_t len);
 void kura_fork_prepare(kura_fs *fs);
 void kura_fork_parent(kura_fs *fs);
 void kura_fork_child(kura_fs *fs);
+/* The process is about to exit without unmounting (an atexit handler, a
+ * library destructor): if no other process has the pool mounted, make
+ * every change durable and remove the pool's shared-memory objects.  The
+ * mount stays usable by this process until it exits.  0 or -errno. */
+int kura_release(kura_fs *fs);
 /* Across exec: kura_state_fd() is a memfd holding the open file
  * descriptions (not close-on-exec); a descriptor's description has a stable
  * id (kura_fd_export).  The new image mounts with kura_mount_inherit() and

@@ -88,6 +88,9 @@ static inline const void *block_ptr(const struct kura_fs *fs, uint64_t b)
 /* Operation brackets (super.c). */
 int fs_begin(struct kura_fs *fs);
 int fs_end(struct kura_fs *fs, int ret);
+/* A forked child's own open file descriptions of the pool file and the
+ * lock table (their flocks tell mounts apart). */
+void fs_fork_child(struct kura_fs *fs);
 /* Makes every committed change durable (file back end); 0 or -EIO. */
 int fs_sync(struct kura_fs *fs);
 void fs_lock_for_read(struct kura_fs *fs);

@@ -332,10 +332,7 @@ ssize_t inode_write(struct kura_fs *fs, uint64_t ino, const void *buf, size_t le
 		uint64_t fb = pos >> KURA_BLOCK_SHIFT;
 		uint64_t b = bmap_get(fs, ip, fb);
 		const char *src = (const char *)buf + done;
-		/* Under a journal (the file back end's working copy) atomicity
-		 * comes from the journal and the copy's undo log, so whole blocks
-		 * are overwritten in place too: no fresh page to fault in. */
-		if (b && (n < KURA_BLOCK || t->j)) {
+		if (b && n < KURA_BLOCK) {
 			tx_write(t, block_off(b) + in, src, n);
 		} else {
 			/* New block, or a whole-block overwrite: fill a fresh block

@@ -41,6 +41,26 @@ int lock_is_last(struct lockh *h)
 	return h->t && flock(h->fd, LOCK_EX | LOCK_NB) == 0;
 }
 
+void lock_remove(struct lockh *h)
+{
+	shm_unlink(h->name);
+}
+
+int lock_fork_child(struct lockh *h)
+{
+	/* flock locks belong to open file descriptions, and fork shares ours:
+	 * the child takes its own, or either process would count the other as
+	 * itself when asking whether it is the last mount. */
+	int fd = shm_open(h->name, O_RDWR | O_CLOEXEC | O_NOFOLLOW, 0);
+	if (fd < 0)
+		return -errno;
+	int err = 0;
+	if (flock(fd, LOCK_SH) || dup3(fd, h->fd, O_CLOEXEC) < 0)
+		err = -errno;
+	close(fd);
+	return err;
+}
+
 int lock_attach_held(struct lockh *h, int pool_fd, int *alone)
 {
 	struct stat st;

@@ -43,6 +43,11 @@ struct lockh {
 int lock_attach(struct lockh *h, int pool_fd, int *alone);
 /* The same, for a caller already holding the pool's flock (LOCK_EX). */
 int lock_attach_held(struct lockh *h, int pool_fd, int *alone);
+/* Unlinks the table's name (the last mount, leaving); the mapping stays. */
+void lock_remove(struct lockh *h);
+/* In a forked child: its own open file description of the table, with its
+ * own shared flock, under the same descriptor number. */
+int lock_fork_child(struct lockh *h);
 /* With the pool's flock held, when detaching: no other mount remains. */
 int lock_is_last(struct lockh *h);
 /* pool_fd: the pool's file, whose flock serialises the last detach's

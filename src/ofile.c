@@ -215,6 +215,7 @@ void kura_fork_child(kura_fs *fs)
 {
 	/* Only the forking thread exists here; the mutex copy is not ours to unlock. */
 	pthread_mutex_init(&fs->fd_mutex, NULL);
+	fs_fork_child(fs);
 }
 
 int kura_state_fd(kura_fs *fs)

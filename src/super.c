@@ -367,6 +367,39 @@ int fs_end(struct kura_fs *fs, int ret)
 	return ret;
 }
 
+void fs_fork_child(struct kura_fs *fs)
+{
+	char self[64];
+	snprintf(self, sizeof self, "/proc/self/fd/%d", fs->pool_fd);
+	int fd = open(self, (fs->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	if (fd >= 0) {
+		dup3(fd, fs->pool_fd, O_CLOEXEC);
+		close(fd);
+	}
+	lock_fork_child(&fs->lk);
+}
+
+int kura_release(kura_fs *fs)
+{
+	if (!fs || !fs->lk.t)
+		return 0;
+	int err = 0;
+	while (flock(fs->pool_fd, LOCK_EX) && errno == EINTR)
+		;
+	if (lock_is_last(&fs->lk)) {
+		if (fs->tx.j) {
+			take_lock(fs);
+			err = journal_checkpoint(&fs->j);
+			lock_release(&fs->lk);
+			if (!err)
+				journal_remove_copy(fs->pool_fd);
+		}
+		lock_remove(&fs->lk);
+	}
+	flock(fs->pool_fd, LOCK_UN);
+	return err;
+}
+
 int fs_sync(struct kura_fs *fs)
 {
 	if (fs->tx.j)

@@ -184,6 +184,21 @@ static void fork_child(void)
 	pthread_mutex_unlock(&mount_lock);
 }
 
+/* The last process of a pool to exit writes it home and leaves nothing
+ * behind in /dev/shm (a program that dies by a signal cannot: the next
+ * mount takes over what it left, kura gc removes it). */
+__attribute__((destructor)) static void kp_fini(void)
+{
+	for (int i = 0; i < kp_nmounts; i++) {
+		kura_fs *fs = __atomic_load_n(&kp_mounts[i].fs, __ATOMIC_ACQUIRE);
+		if (fs) {
+			kp_inside++;
+			kura_release(fs);
+			kp_inside--;
+		}
+	}
+}
+
 /* Eager: a program such as /bin/echo writes to an inherited fd 1 before it
  * calls anything we wrap, so inherited descriptors are adopted here. */
 __attribute__((constructor)) static void kp_init(void)

@@ -1,0 +1,276 @@
+/*
+ * journal_test.c — the file back end's journal from the outside: how many
+ * flushes an operation costs in each durability mode, that concurrent
+ * committers share them, that a killed process's working copy is taken
+ * over with nothing lost, and that a lost copy (a machine crash) recovers
+ * from the pool file to what each mode promises.
+ *
+ * The pool lives in the working directory (the build tree, on a disk in
+ * CI), so that journal writes are real direct I/O where the disk has it.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "check.h"
+#include "fs.h"
+#include "journal.h"
+
+static char pool[64];
+static unsigned long syncs, writes;
+
+static void count(void *ctx, enum media_event ev, uint64_t off, const void *data, uint64_t len)
+{
+	(void)ctx, (void)off, (void)data, (void)len;
+	if (ev == MEDIA_DISK_SYNC)
+		__atomic_add_fetch(&syncs, 1, __ATOMIC_RELAXED);
+	if (ev == MEDIA_DISK_WRITE)
+		__atomic_add_fetch(&writes, 1, __ATOMIC_RELAXED);
+}
+
+static kura_fs *mount_mode(enum kura_sync mode)
+{
+	struct kura_mount_opts o = { .persist = KURA_PERSIST_FILE, .sync = mode };
+	kura_fs *fs = kura_mount(pool, &o, NULL);
+	CHECK(fs != NULL, "mount: %s", kura_last_error());
+	if (fs) {
+		fs->m.tracer.event = count;
+		fs->m.tracer.ctx = NULL;
+	}
+	return fs;
+}
+
+/* op: each change costs one flush; fsync: none until kura_fsync, one then. */
+static void test_flushes_per_operation(void)
+{
+	char buf[4096];
+	memset(buf, 'a', sizeof buf);
+	kura_fs *fs = mount_mode(KURA_SYNC_OP);
+	if (!fs)
+		return;
+	int fd = kura_open(fs, "/f", O_CREAT | O_RDWR, 0644);
+	uint64_t ck = fs->j.ctl->checkpoints;
+	syncs = writes = 0;
+	for (int i = 0; i < 50; i++)
+		kura_pwrite(fs, fd, buf, sizeof buf, (off_t)i * 8192);
+	CHECK(fs->j.ctl->checkpoints == ck, "no checkpoint in 50 writes");
+	CHECK(syncs == 50 && writes == 50, "op mode: 50 writes cost %lu syncs and %lu disk writes, want 50 each",
+	      syncs, writes);
+	syncs = 0;
+	CHECK(kura_fsync(fs, fd) == 0 && syncs == 0, "op mode: fsync has nothing left to do (%lu syncs)", syncs);
+	kura_close(fs, fd);
+	kura_unmount(fs);
+
+	fs = mount_mode(KURA_SYNC_FSYNC);
+	if (!fs)
+		return;
+	fd = kura_open(fs, "/f", O_RDWR, 0);
+	syncs = writes = 0;
+	for (int i = 0; i < 50; i++)
+		kura_pwrite(fs, fd, buf, sizeof buf, (off_t)i * 8192);
+	kura_mkdir(fs, "/d", 0755);
+	CHECK(syncs == 0 && writes == 0, "fsync mode: changes cost %lu syncs, %lu disk writes, want none", syncs,
+	      writes);
+	CHECK(kura_fsync(fs, fd) == 0 && syncs == 1 && writes == 1,
+	      "fsync mode: one fsync is one write and one sync (%lu, %lu)", writes, syncs);
+	int sfd = kura_open(fs, "/s", O_CREAT | O_RDWR | O_DSYNC, 0644);
+	syncs = 0;
+	CHECK(kura_pwrite(fs, sfd, buf, 100, 0) == 100 && syncs == 1, "fsync mode: an O_DSYNC write syncs (%lu)",
+	      syncs);
+	kura_close(fs, sfd);
+	kura_close(fs, fd);
+	kura_unmount(fs);
+}
+
+struct writer {
+	kura_fs *fs;
+	int fd, n;
+	off_t base;
+};
+
+static void *write_loop(void *arg)
+{
+	struct writer *w = arg;
+	char buf[512];
+	memset(buf, 'w', sizeof buf);
+	for (int i = 0; i < w->n; i++)
+		kura_pwrite(w->fs, w->fd, buf, sizeof buf, w->base + (off_t)(i % 64) * 512);
+	return NULL;
+}
+
+/* Two threads committing at once share flushes. */
+static void test_group_commit(void)
+{
+	kura_fs *fs = mount_mode(KURA_SYNC_OP);
+	if (!fs)
+		return;
+	struct writer w[2] = { { fs, kura_open(fs, "/g1", O_CREAT | O_RDWR, 0644), 400, 0 },
+			       { fs, kura_open(fs, "/g2", O_CREAT | O_RDWR, 0644), 400, 0 } };
+	pthread_t t[2];
+	syncs = 0;
+	uint64_t ck = fs->j.ctl->checkpoints;
+	for (int i = 0; i < 2; i++)
+		pthread_create(&t[i], NULL, write_loop, &w[i]);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	unsigned long extra = 3 * (unsigned long)(fs->j.ctl->checkpoints - ck);
+	CHECK(syncs - extra < 800, "two committers: %lu syncs for 800 operations, want fewer", syncs - extra);
+	printf("group commit: 800 operations, %lu flushes\n", syncs - extra);
+	kura_close(fs, w[0].fd);
+	kura_close(fs, w[1].fd);
+	kura_unmount(fs);
+}
+
+static int copy_exists(void)
+{
+	struct stat st;
+	char name[128];
+	if (stat(pool, &st))
+		return 0;
+	snprintf(name, sizeof name, "/dev/shm/kura-copy-%llx-%llx", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino);
+	return access(name, F_OK) == 0;
+}
+
+static void remove_copy(void)
+{
+	int fd = open(pool, O_RDONLY);
+	journal_remove_copy(fd);
+	close(fd);
+}
+
+/* A child writes in the given mode, fsyncs the first file only, then dies;
+ * with lose_copy the machine "crashes" too: the copy is removed. */
+static void crash_child(enum kura_sync mode, int lose_copy, const char *tag)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct kura_mount_opts o = { .persist = KURA_PERSIST_FILE, .sync = mode };
+		kura_fs *fs = kura_mount(pool, &o, NULL);
+		if (!fs)
+			_exit(1);
+		char name[64];
+		snprintf(name, sizeof name, "/%s-synced", tag);
+		int fd = kura_open(fs, name, O_CREAT | O_RDWR, 0644);
+		kura_pwrite(fs, fd, "synced", 6, 0);
+		kura_fsync(fs, fd);
+		snprintf(name, sizeof name, "/%s-later", tag);
+		fd = kura_open(fs, name, O_CREAT | O_RDWR, 0644);
+		kura_pwrite(fs, fd, "later", 5, 0);
+		if (lose_copy)
+			remove_copy();
+		kill(getpid(), SIGKILL);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	CHECK(WIFSIGNALED(st), "%s: the child died by SIGKILL", tag);
+}
+
+static int exists(kura_fs *fs, const char *tag, const char *what)
+{
+	char name[64];
+	struct stat st;
+	snprintf(name, sizeof name, "/%s-%s", tag, what);
+	return kura_stat(fs, name, &st) == 0;
+}
+
+static void test_killed_and_crashed(void)
+{
+	/* Killed: the copy outlives the process and the next mount takes it
+	 * over; nothing is lost in either mode. */
+	crash_child(KURA_SYNC_FSYNC, 0, "killed");
+	CHECK(copy_exists(), "a killed process leaves its working copy");
+	kura_fs *fs = mount_mode(KURA_SYNC_OP);
+	if (!fs)
+		return;
+	CHECK(exists(fs, "killed", "synced") && exists(fs, "killed", "later"),
+	      "after kill -9 everything the process did is there");
+	kura_unmount(fs);
+	CHECK(!copy_exists(), "the last unmount removes the copy");
+
+	/* Crashed in op mode: every returned operation survives the copy. */
+	crash_child(KURA_SYNC_OP, 1, "op");
+	fs = mount_mode(KURA_SYNC_OP);
+	if (!fs)
+		return;
+	CHECK(exists(fs, "op", "synced") && exists(fs, "op", "later"), "op mode: every returned change is durable");
+	kura_unmount(fs);
+
+	/* Crashed in fsync mode: what was fsynced survives; the rest may not
+	 * (here nothing synced it, so it is gone), and the pool is clean. */
+	crash_child(KURA_SYNC_FSYNC, 1, "fs");
+	fs = mount_mode(KURA_SYNC_OP);
+	if (!fs)
+		return;
+	CHECK(exists(fs, "fs", "synced"), "fsync mode: the fsynced file survives the crash");
+	CHECK(!exists(fs, "fs", "later"), "fsync mode: nothing synced the later file");
+	kura_unmount(fs);
+	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean after the crashes");
+}
+
+/* More records than the journal holds, and one write larger than it,
+ * then a crash: the pool file alone has it all. */
+static void test_full_journal(void)
+{
+	static char big[6 << 20];
+	for (size_t i = 0; i < sizeof big; i++)
+		big[i] = (char)(i * 7 + i / 4096);
+	kura_fs *fs = mount_mode(KURA_SYNC_OP);
+	if (!fs)
+		return;
+	int fd = kura_open(fs, "/big", O_CREAT | O_RDWR, 0644);
+	uint64_t ck = fs->j.ctl->checkpoints;
+	for (int i = 0; i < 600; i++)
+		kura_pwrite(fs, fd, big + i * 4096, 4096, (off_t)i * 4096);
+	CHECK(fs->j.ctl->checkpoints > ck, "600 writes filled the journal (%llu checkpoints)",
+	      (unsigned long long)(fs->j.ctl->checkpoints - ck));
+	kura_close(fs, fd);
+	kura_unmount(fs);
+	pid_t pid = fork();
+	if (pid == 0) {
+		fs = mount_mode(KURA_SYNC_OP);
+		fd = fs ? kura_open(fs, "/big", O_RDWR, 0) : -1;
+		if (fd < 0 || kura_pwrite(fs, fd, big, sizeof big, 0) != (ssize_t)sizeof big)
+			_exit(1);
+		remove_copy();
+		kill(getpid(), SIGKILL);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	CHECK(WIFSIGNALED(st), "the large write returned before the crash");
+	fs = mount_mode(KURA_SYNC_OP);
+	if (!fs)
+		return;
+	char back[4096];
+	fd = kura_open(fs, "/big", O_RDONLY, 0);
+	int same = 1;
+	for (size_t off = 0; off < sizeof big && same; off += sizeof back)
+		same = kura_pread(fs, fd, back, sizeof back, (off_t)off) == (ssize_t)sizeof back &&
+		       !memcmp(back, big + off, sizeof back);
+	CHECK(same, "after the crash the file reads back whole");
+	kura_close(fs, fd);
+	kura_unmount(fs);
+	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean after the large write");
+}
+
+int main(void)
+{
+	snprintf(pool, sizeof pool, "journal-%d.pool", (int)getpid());
+	CHECK(kura_mkfs(pool, 64 << 20, 1) == 0, "mkfs: %s", kura_last_error());
+	test_flushes_per_operation();
+	test_group_commit();
+	test_killed_and_crashed();
+	test_full_journal();
+	remove_copy();
+	unlink(pool);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed != 0;
+}
