@@ -5,7 +5,7 @@ CTEST = ctest --output-on-failure -j2
 # The nested makes CMake runs would otherwise announce every directory change.
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps build check check-release check-asan check-tsan demo bench model-long crash-full clean
+.PHONY: all deps build check check-release check-asan check-tsan demo bench bench-durable model-long crash-full clean
 
 all: deps build
 
@@ -42,6 +42,11 @@ demo: all
 
 bench: all
 	scripts/bench.sh
+
+# kura on a disk pool against the kernel file system of the same disk, both
+# durability modes (bench/durable.py says what each figure is).
+bench-durable: all
+	python3 bench/durable.py
 
 # Reconfigures build/ for the long run and back, so only test properties
 # change and nothing is recompiled.

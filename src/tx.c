@@ -7,7 +7,12 @@
 #include "layout.h"
 #include "tx.h"
 
-/* ---- a set of u64 keys emptied by bumping a stamp ---------------------- */
+static inline uint64_t block_start(uint64_t b)
+{
+	return b << KURA_BLOCK_SHIFT;
+}
+
+/* ---- a map of u64 keys to 64-bit masks, emptied by bumping a stamp ---- */
 
 static size_t slot_of(uint64_t k, size_t cap)
 {
@@ -17,11 +22,12 @@ static size_t slot_of(uint64_t k, size_t cap)
 
 static int set_grow(struct u64set *s, uint32_t stamp)
 {
-	size_t cap = s->cap ? s->cap * 2 : 1024;
-	uint64_t *keys = calloc(cap, sizeof *keys);
+	size_t cap = s->cap ? s->cap * 2 : 256;
+	uint64_t *keys = calloc(cap, sizeof *keys), *vals = calloc(cap, sizeof *vals);
 	uint32_t *stamps = calloc(cap, sizeof *stamps);
-	if (!keys || !stamps) {
+	if (!keys || !stamps || !vals) {
 		free(keys);
+		free(vals);
 		free(stamps);
 		return -ENOMEM;
 	}
@@ -32,48 +38,50 @@ static int set_grow(struct u64set *s, uint32_t stamp)
 		while (stamps[j] == stamp)
 			j = (j + 1) & (cap - 1);
 		keys[j] = s->keys[i];
+		vals[j] = s->vals[i];
 		stamps[j] = stamp;
 	}
 	free(s->keys);
+	free(s->vals);
 	free(s->stamps);
 	s->keys = keys;
+	s->vals = vals;
 	s->stamps = stamps;
 	s->cap = cap;
 	return 0;
 }
 
-static int set_has(const struct u64set *s, uint32_t stamp, uint64_t k)
+/* The mask of key k; with created, adds k (mask 0) if absent and says so.
+ * NULL if absent (or out of memory when adding). */
+static uint64_t *set_get(struct u64set *s, uint32_t stamp, uint64_t k, int *created)
 {
-	if (!s->cap)
-		return 0;
-	for (size_t j = slot_of(k, s->cap);; j = (j + 1) & (s->cap - 1)) {
-		if (s->stamps[j] != stamp)
-			return 0;
-		if (s->keys[j] == k)
-			return 1;
+	if (created) {
+		*created = 0;
+		if ((s->n + 1) * 2 > s->cap && set_grow(s, stamp))
+			return NULL;
+	} else if (!s->cap) {
+		return NULL;
 	}
-}
-
-/* 1 if added, 0 if present, -ENOMEM. */
-static int set_add(struct u64set *s, uint32_t stamp, uint64_t k)
-{
-	if ((s->n + 1) * 2 > s->cap && set_grow(s, stamp))
-		return -ENOMEM;
 	for (size_t j = slot_of(k, s->cap);; j = (j + 1) & (s->cap - 1)) {
 		if (s->stamps[j] != stamp) {
+			if (!created)
+				return NULL;
 			s->stamps[j] = stamp;
 			s->keys[j] = k;
+			s->vals[j] = 0;
 			s->n++;
-			return 1;
+			*created = 1;
+			return &s->vals[j];
 		}
 		if (s->keys[j] == k)
-			return 0;
+			return &s->vals[j];
 	}
 }
 
 static void set_free(struct u64set *s)
 {
 	free(s->keys);
+	free(s->vals);
 	free(s->stamps);
 	memset(s, 0, sizeof *s);
 }
@@ -86,6 +94,18 @@ static uint32_t rec_crc(const struct kura_log_rec *r, const void *data)
 	c = crc32c(c, &r->epoch, 8);
 	c = crc32c(c, &r->len, 4);
 	return crc32c(c, data, r->len);
+}
+
+/* A record written where stores reach memory in program order and only a
+ * process can die (the memory back end, the file back end's working copy):
+ * its data go first and its head last, so a head in the current epoch
+ * vouches for the data and no checksum is needed.  Kept in len's top bit,
+ * which a pmem writer never sets. */
+#define REC_ORDERED 0x80000000u
+
+static uint32_t rec_len(const struct kura_log_rec *r)
+{
+	return r->len & ~REC_ORDERED;
 }
 
 static uint64_t rec_size(uint32_t len)
@@ -115,6 +135,7 @@ void tx_init(struct tx *t, struct media *m, uint64_t log_off, uint64_t log_size)
 	t->log_off = log_off;
 	t->log_end = log_off + log_size;
 	t->stamp = 1;
+	t->ordered = m->kind == KURA_PERSIST_MEMORY || (m->kind == KURA_PERSIST_FILE && m->disk_fd >= 0);
 }
 
 void tx_destroy(struct tx *t)
@@ -124,6 +145,8 @@ void tx_destroy(struct tx *t)
 	set_free(&t->fresh);
 	free(t->dirty_list);
 	t->dirty_list = NULL;
+	free(t->lines);
+	t->lines = NULL;
 	free(t->fresh_list);
 	t->fresh_list = NULL;
 }
@@ -155,15 +178,16 @@ int tx_recover(struct tx *t)
 	size_t n = 0, cap = 0;
 	while (pos + sizeof(struct kura_log_rec) <= t->log_end) {
 		const struct kura_log_rec *r = media_ptr(m, pos);
-		if (r->epoch != epoch || r->len == 0 || r->len > t->log_end - pos - sizeof *r ||
-		    r->off >= m->size || r->len > m->size - r->off)
+		uint32_t len = rec_len(r);
+		if (r->epoch != epoch || len == 0 || len > t->log_end - pos - sizeof *r || r->off >= m->size ||
+		    len > m->size - r->off)
 			break;
 		/* Nothing is ever logged in the superblocks or in the log itself:
 		 * a record aimed there is damage, and replaying one into the log
 		 * could rewrite the records still to be replayed. */
-		if (r->off < 2ull * KURA_BLOCK || (r->off < t->log_end && r->off + r->len > t->log_off))
+		if (r->off < 2ull * KURA_BLOCK || (r->off < t->log_end && r->off + len > t->log_off))
 			break;
-		if (rec_crc(r, r + 1) != r->crc)
+		if (!(r->len & REC_ORDERED) && rec_crc(r, r + 1) != r->crc)
 			break;
 		if (n == cap) {
 			cap = cap ? cap * 2 : 64;
@@ -175,7 +199,7 @@ int tx_recover(struct tx *t)
 			recs = nr;
 		}
 		recs[n++] = pos;
-		pos += rec_size(r->len);
+		pos += rec_size(len);
 	}
 	if (n == 0) {
 		free(recs);
@@ -184,8 +208,8 @@ int tx_recover(struct tx *t)
 	media_mark(m, 'R', n);
 	for (size_t i = n; i-- > 0;) {
 		const struct kura_log_rec *r = media_ptr(m, recs[i]);
-		media_store(m, r->off, r + 1, r->len);
-		media_flush(m, r->off, r->len);
+		media_store(m, r->off, r + 1, rec_len(r));
+		media_flush(m, r->off, rec_len(r));
 	}
 	media_fence(m);
 	retire_records(t);
@@ -223,13 +247,14 @@ void tx_fail(struct tx *t, int err)
 
 void tx_mark_fresh(struct tx *t, uint64_t block)
 {
-	if (set_add(&t->fresh, t->stamp, block) < 0)
+	int created;
+	if (!set_get(&t->fresh, t->stamp, block, &created))
 		tx_fail(t, -ENOMEM);
 }
 
 int tx_is_fresh(struct tx *t, uint64_t block)
 {
-	return set_has(&t->fresh, t->stamp, block);
+	return set_get(&t->fresh, t->stamp, block, NULL) != NULL;
 }
 
 static void append_record(struct tx *t, uint64_t off, uint32_t len)
@@ -240,54 +265,71 @@ static void append_record(struct tx *t, uint64_t off, uint32_t len)
 		return;
 	}
 	struct kura_log_rec r = { .off = off, .epoch = t->epoch, .len = len };
-	r.crc = rec_crc(&r, media_ptr(t->m, off));
-	media_store(t->m, t->tail, &r, sizeof r);
-	media_store(t->m, t->tail + sizeof r, media_ptr(t->m, off), len);
+	if (t->ordered) {
+		r.len |= REC_ORDERED;
+		media_store(t->m, t->tail + sizeof r, media_ptr(t->m, off), len);
+		__atomic_thread_fence(__ATOMIC_RELEASE); /* the compiler keeps the order; x86 does */
+		media_store(t->m, t->tail, &r, sizeof r);
+	} else {
+		r.crc = rec_crc(&r, media_ptr(t->m, off));
+		media_store(t->m, t->tail, &r, sizeof r);
+		media_store(t->m, t->tail + sizeof r, media_ptr(t->m, off), len);
+	}
 	media_flush(t->m, t->tail, sizeof r + len);
 	t->tail += need;
 	t->records++;
 	t->need_fence = 1;
 }
 
+/* The lines of block b that [off, off+len) touches, as a mask. */
+static uint64_t line_mask(uint64_t b, uint64_t off, size_t len)
+{
+	uint64_t lo = off > block_start(b) ? off : block_start(b);
+	uint64_t hi = off + len < block_start(b + 1) ? off + len : block_start(b + 1);
+	unsigned first = (unsigned)(lo % KURA_BLOCK / MEDIA_LINE), last = (unsigned)((hi - 1) % KURA_BLOCK / MEDIA_LINE);
+	return (last == 63 ? ~0ull : (2ull << last) - 1) & ~((1ull << first) - 1);
+}
+
 /* Snapshots the lines of [off, off+len) not yet logged and not fresh, as
- * runs of adjacent lines so one record covers a run. */
+ * runs of adjacent lines so one record covers a run.  Lines are tracked as
+ * a mask per block: one lookup for a write however many lines it spans. */
 static void snapshot(struct tx *t, uint64_t off, size_t len)
 {
-	uint64_t first = off / MEDIA_LINE, last = (off + len - 1) / MEDIA_LINE;
-	uint64_t run_start = 0, run_len = 0;
-	for (uint64_t l = first; l <= last && !t->err; l++) {
-		int need = !tx_is_fresh(t, (l * MEDIA_LINE) >> KURA_BLOCK_SHIFT);
-		if (need) {
-			int added = set_add(&t->logged, t->stamp, l);
-			if (added < 0)
-				tx_fail(t, -ENOMEM);
-			need = added == 1;
+	for (uint64_t b = off >> KURA_BLOCK_SHIFT; b <= (off + len - 1) >> KURA_BLOCK_SHIFT && !t->err; b++) {
+		if (tx_is_fresh(t, b))
+			continue;
+		int created;
+		uint64_t *logged = set_get(&t->logged, t->stamp, b, &created);
+		if (!logged) {
+			tx_fail(t, -ENOMEM);
+			return;
 		}
-		if (need) {
-			if (!run_len)
-				run_start = l;
-			run_len++;
-		}
-		if (run_len && (!need || l == last)) {
-			append_record(t, run_start * MEDIA_LINE, (uint32_t)(run_len * MEDIA_LINE));
-			run_len = 0;
+		uint64_t need = line_mask(b, off, len) & ~*logged;
+		*logged |= need;
+		while (need) {
+			unsigned first = (unsigned)__builtin_ctzll(need);
+			uint64_t run = need >> first;
+			unsigned n = ~run ? (unsigned)__builtin_ctzll(~run) : 64 - first;
+			append_record(t, block_start(b) + first * MEDIA_LINE, n * MEDIA_LINE);
+			need &= n + first >= 64 ? 0 : ~0ull << (first + n);
 		}
 	}
 }
 
 static void note_dirty(struct tx *t, uint64_t off, size_t len)
 {
-	uint64_t first = off / MEDIA_LINE, last = (off + len - 1) / MEDIA_LINE;
-	for (uint64_t l = first; l <= last; l++) {
-		int added = set_add(&t->dirty, t->stamp, l);
-		if (added < 0) {
+	for (uint64_t b = off >> KURA_BLOCK_SHIFT; b <= (off + len - 1) >> KURA_BLOCK_SHIFT; b++) {
+		int created;
+		uint64_t *dirty = set_get(&t->dirty, t->stamp, b, &created);
+		if (!dirty) {
 			tx_fail(t, -ENOMEM);
 			return;
 		}
-		if (!added)
+		*dirty |= line_mask(b, off, len);
+		if (!created)
 			continue;
 		if (t->ndirty_list == t->cap_dirty_list) {
-			size_t cap = t->cap_dirty_list ? t->cap_dirty_list * 2 : 256;
+			size_t cap = t->cap_dirty_list ? t->cap_dirty_list * 2 : 64;
 			uint64_t *n = realloc(t->dirty_list, cap * sizeof *n);
 			if (!n) {
 				tx_fail(t, -ENOMEM);
@@ -296,8 +338,29 @@ static void note_dirty(struct tx *t, uint64_t off, size_t len)
 			t->dirty_list = n;
 			t->cap_dirty_list = cap;
 		}
-		t->dirty_list[t->ndirty_list++] = l;
+		t->dirty_list[t->ndirty_list++] = b;
 	}
+}
+
+/* The changed lines, block by block in the order first written, each
+ * block's in ascending order (so the journal finds adjacent runs). */
+static int dirty_lines(struct tx *t)
+{
+	t->nlines = 0;
+	for (size_t i = 0; i < t->ndirty_list; i++) {
+		uint64_t b = t->dirty_list[i], mask = *set_get(&t->dirty, t->stamp, b, NULL);
+		if (t->nlines + 64 > t->cap_lines) {
+			size_t cap = t->cap_lines ? t->cap_lines * 2 : 256;
+			uint64_t *n = realloc(t->lines, cap * sizeof *n);
+			if (!n)
+				return -ENOMEM;
+			t->lines = n;
+			t->cap_lines = cap;
+		}
+		for (; mask; mask &= mask - 1)
+			t->lines[t->nlines++] = b * (KURA_BLOCK / MEDIA_LINE) + (unsigned)__builtin_ctzll(mask);
+	}
+	return 0;
 }
 
 /* The snapshot must be durable before the line it protects may change. */
@@ -305,6 +368,13 @@ static int prepare(struct tx *t, uint64_t off, size_t len)
 {
 	if (!len || t->err)
 		return 0;
+	/* Operations write the same few lines again and again (an inode's
+	 * fields, a bucket's head): a line prepared lately is logged (or
+	 * fresh) and listed dirty already, so skip both set lookups. */
+	uint64_t line = off / MEDIA_LINE;
+	struct tx_recent *rc = &t->recent[line % TX_RECENT];
+	if ((off + len - 1) / MEDIA_LINE == line && rc->line == line + 1 && rc->stamp == t->stamp)
+		return 1;
 	snapshot(t, off, len);
 	if (t->err)
 		return 0;
@@ -313,7 +383,11 @@ static int prepare(struct tx *t, uint64_t off, size_t len)
 		t->need_fence = 0;
 	}
 	note_dirty(t, off, len);
-	return !t->err;
+	if (t->err)
+		return 0;
+	for (uint64_t l = line; l <= (off + len - 1) / MEDIA_LINE; l++)
+		t->recent[l % TX_RECENT] = (struct tx_recent){ .line = l + 1, .stamp = t->stamp };
+	return 1;
 }
 
 void tx_write(struct tx *t, uint64_t off, const void *src, size_t len)
@@ -401,17 +475,18 @@ static void jt_committed(void *ctx, uint64_t block, void *buf)
 	memcpy(buf, media_ptr(t->m, lo), KURA_BLOCK);
 	for (uint64_t at = t->log_off + sizeof(struct kura_log_head); at < t->tail;) {
 		const struct kura_log_rec *r = media_ptr(t->m, at);
-		if (r->off < hi && r->off + r->len > lo) {
-			uint64_t s = r->off > lo ? r->off : lo, e = r->off + r->len < hi ? r->off + r->len : hi;
+		uint64_t len = rec_len(r);
+		if (r->off < hi && r->off + len > lo) {
+			uint64_t s = r->off > lo ? r->off : lo, e = r->off + len < hi ? r->off + len : hi;
 			memcpy((char *)buf + (s - lo), (const char *)(r + 1) + (s - r->off), e - s);
 		}
-		at += rec_size(r->len);
+		at += rec_size((uint32_t)len);
 	}
 }
 
 static int journal_stage(struct tx *t)
 {
-	struct jtx jt = { .lines = t->dirty_list, .nlines = t->ndirty_list, .fresh = t->fresh_list,
+	struct jtx jt = { .lines = t->lines, .nlines = t->nlines, .fresh = t->fresh_list,
 			  .nfresh = t->nfresh_list, .undo_epoch = t->epoch, .is_fresh = jt_is_fresh,
 			  .committed = jt_committed, .ctx = t };
 	return journal_commit(t->j, &jt);
@@ -419,6 +494,8 @@ static int journal_stage(struct tx *t)
 
 int tx_commit(struct tx *t)
 {
+	if (!t->err && dirty_lines(t))
+		tx_fail(t, -ENOMEM);
 	if (t->err) {
 		int err = t->err;
 		tx_abort(t);
@@ -429,12 +506,12 @@ int tx_commit(struct tx *t)
 		 * then the undo records retire, which is the commit point in the
 		 * copy (journal_repair tells the two apart for a dead holder),
 		 * then the record counts. */
-		int err = (t->ndirty_list || t->nfresh_list) ? journal_stage(t) : 0;
+		int err = (t->nlines || t->nfresh_list) ? journal_stage(t) : 0;
 		if (err) {
 			tx_abort(t);
 			return err;
 		}
-		if (t->ndirty_list || t->nfresh_list) {
+		if (t->nlines || t->nfresh_list) {
 			retire_records(t);
 			t->commit_lsn = journal_publish(t->j);
 		}
@@ -442,8 +519,8 @@ int tx_commit(struct tx *t)
 		return 0;
 	}
 	/* Starting at 1 under FAULT_DROP_FLUSH loses one flush (crash tests only). */
-	for (size_t i = kura_fault == FAULT_DROP_FLUSH; i < t->ndirty_list; i++)
-		media_flush(t->m, t->dirty_list[i] * MEDIA_LINE, MEDIA_LINE);
+	for (size_t i = kura_fault == FAULT_DROP_FLUSH; i < t->nlines && t->m->kind == KURA_PERSIST_PMEM; i++)
+		media_flush(t->m, t->lines[i] * MEDIA_LINE, MEDIA_LINE);
 	media_fence(t->m);
 	if (t->records)
 		retire_records(t);

@@ -25,10 +25,12 @@
 #include "media.h"
 
 struct u64set {
-	uint64_t *keys;
+	uint64_t *keys, *vals;
 	uint32_t *stamps;
 	size_t cap, n;
 };
+
+#define TX_RECENT 16
 
 struct tx {
 	struct media *m;
@@ -39,10 +41,17 @@ struct tx {
 	int active;
 	int err;
 	int need_fence;            /* records written but not yet fenced */
+	int ordered;               /* records need no checksum (see REC_ORDERED in tx.c) */
 	unsigned records;
-	struct u64set logged, dirty, fresh;
-	uint64_t *dirty_list;
+	struct u64set logged, dirty, fresh; /* block -> mask of its lines logged / changed; fresh blocks */
+	struct tx_recent {
+		uint64_t line;     /* + 1; 0: empty */
+		uint32_t stamp;    /* valid in the transaction with this stamp */
+	} recent[TX_RECENT];
+	uint64_t *dirty_list;      /* blocks changed, in the order first changed */
 	size_t ndirty_list, cap_dirty_list;
+	uint64_t *lines;           /* at commit: the changed lines (dirty_lines) */
+	size_t nlines, cap_lines;
 	/* file back end: the journal that makes commits durable (NULL on the
 	 * others), the fresh bytes filled for its record, and the log
 	 * sequence number the last commit must reach to be durable. */

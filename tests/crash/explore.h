@@ -227,8 +227,10 @@ static uint64_t ex_recover_dump(struct ex *x, struct sbuf *dump, int record, int
 {
 	if (x->cfg.file)
 		return ex_recover_dump_file(x, dump, record, nrec, why, len);
-	/* Recovery runs on the modelled back end: its own crashes are explored. */
-	struct kura_mount_opts o = { .persist = x->cfg.file ? KURA_PERSIST_FILE : KURA_PERSIST_MEMORY,
+	/* Recovery runs on the modelled back end: its own crashes are explored
+	 * (the memory back end's log records assume a store order that the
+	 * line model does not keep). */
+	struct kura_mount_opts o = { .persist = KURA_PERSIST_PMEM,
 				     .no_recover = 1 };
 	int err = 0;
 	kura_fs *fs = kura_mount(x->scratch_path, &o, &err);
