@@ -3,7 +3,8 @@
  *
  * A pool is one file holding a whole file system.  kura_mount() maps it; every
  * other call works on the mapped pool without entering the kernel (except the
- * `file` persistence back end, which msyncs at durability points).
+ * `file` persistence back end, which writes its journal to the pool file at
+ * durability points).
  *
  * Conventions
  *  - Every function that can fail returns a negative errno value (-ENOENT, ...)
@@ -17,9 +18,13 @@
  *  - Descriptors returned by kura_open() are small integers private to this
  *    mount; they are not kernel descriptors.
  *  - The caller applies its umask: modes are stored as given (& 07777).
- *  - Every operation is durable and atomic when it returns: after a crash at
- *    any instant the pool shows it wholly or not at all.  kura_fsync() is
- *    therefore cheap; it exists for the future atomic-group API.
+ *  - Every operation is atomic: after a crash at any instant the pool shows
+ *    it wholly or not at all, and operations stay in order (never a later
+ *    one without an earlier one).  When it is durable depends on the mount's
+ *    sync mode (enum kura_sync): when it returns (KURA_SYNC_OP: always on
+ *    pmem and memory pools), or at the next kura_fsync/kura_syncfs, or at
+ *    each write of an O_SYNC/O_DSYNC descriptor (KURA_SYNC_FSYNC: the
+ *    default of pools on a disk).
  *  - All calls are thread-safe.  Several processes may mount the same pool.
  */
 #ifndef KURA_H
@@ -49,7 +54,7 @@ int kura_mkfs(const char *path, uint64_t size, int force);
 enum kura_persist {
 	KURA_PERSIST_AUTO = 0, /* pmem on DAX/devdax, memory on tmpfs, else file; KURA_PERSIST env overrides */
 	KURA_PERSIST_PMEM,     /* clwb|clflushopt + sfence, no system calls */
-	KURA_PERSIST_FILE,     /* msync(MS_SYNC) of dirty pages at each fence */
+	KURA_PERSIST_FILE,     /* a working copy in shared memory, a redo journal on the pool file */
 	KURA_PERSIST_MEMORY,   /* tmpfs/hugetlbfs: the mapping is the storage; ordering only */
 };
 
@@ -263,7 +268,8 @@ struct kura_info {
 	uint64_t blocks_total, blocks_free;
 	uint64_t log_size;
 	uint64_t files, directories, symlinks, orphans;
-	const char *persist; /* "pmem" or "file" */
+	const char *persist; /* "pmem", "memory" or "file" */
+	const char *sync;    /* "op" or "fsync": when changes are durable (KURA_SYNC) */
 };
 int kura_info(kura_fs *fs, struct kura_info *info);
 

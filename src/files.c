@@ -852,5 +852,6 @@ int kura_info(kura_fs *fs, struct kura_info *info)
 	info->symlinks = st->nsymlinks;
 	info->orphans = st->norphans;
 	info->persist = media_kind_name(&fs->m);
+	info->sync = fs->fsync_mode ? "fsync" : "op";
 	return 0;
 }

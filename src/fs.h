@@ -39,6 +39,7 @@ struct kura_fs {
 	uint64_t first_data_block;
 	int pool_fd;
 	int read_only;
+	int fsync_mode;              /* file back end, KURA_SYNC=fsync: durable at sync, not at return */
 	char *pool_path;
 	uid_t uid;
 	gid_t gid;

@@ -422,7 +422,7 @@ static enum kura_sync sync_mode(const struct kura_mount_opts *opts)
 /* The file back end, read-write: the working copy and its journal, set up
  * under the pool's flock so that no other mount decides at the same time
  * whether it is alone and whether the copy is current. */
-static int open_copy(struct kura_fs *fs, const struct kura_mount_opts *opts, int *alone, char *why,
+static int open_copy(struct kura_fs *fs, int *alone, char *why,
 		     size_t whylen)
 {
 	const struct kura_super *sb = fs->sb;
@@ -449,7 +449,7 @@ static int open_copy(struct kura_fs *fs, const struct kura_mount_opts *opts, int
 		tx_format(&fs->m, undo, 0);
 	tx_init(&fs->tx, &fs->m, undo, undo_len);
 	journal_init(&fs->j, &fs->m, sb, created);
-	fs->j.sync_each_op = sync_mode(opts) != KURA_SYNC_FSYNC;
+	fs->j.sync_each_op = !fs->fsync_mode;
 	fs->tx.j = &fs->j;
 	/* Direct I/O where the file system has it: see journal.h. */
 	char self[64];
@@ -521,9 +521,11 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 		goto fail;
 	}
 	int alone = 0;
+	/* fsync by default on a disk: README says why. */
+	fs->fsync_mode = fs->m.kind == KURA_PERSIST_FILE && sync_mode(opts) != KURA_SYNC_OP;
 	if (fs->m.kind == KURA_PERSIST_FILE && !opts->read_only) {
 		media_unmap(&fs->m);
-		err = open_copy(fs, opts, &alone, why, sizeof why);
+		err = open_copy(fs, &alone, why, sizeof why);
 		if (err) {
 			set_error("%s: %s", path, why);
 			goto fail_copy;

@@ -312,6 +312,8 @@ int cmd_info(int argc, char **argv)
 	printf("symlinks:       %llu\n", (unsigned long long)in.symlinks);
 	printf("orphans:        %llu\n", (unsigned long long)in.orphans);
 	printf("persistence:    %s\n", in.persist ? in.persist : "unknown");
+	printf("durable:        %s\n", in.sync && !strcmp(in.sync, "fsync") ? "at fsync (KURA_SYNC=fsync)"
+							 : "when each call returns (KURA_SYNC=op)");
 	r = kura_unmount(fs);
 	if (r < 0) {
 		cli_err("info", t.pool, -r);

@@ -678,12 +678,26 @@ KP_EXPORT int fdatasync(int fd)
 KP_EXPORT int syncfs(int fd)
 {
 	struct kp_fd *e = kp_get(fd);
-	return e ? 0 : REAL(syncfs)(fd); /* kura writes are durable on return */
+	return e ? (int)kp_ret(kura_syncfs(FS(e))) : REAL(syncfs)(fd);
 }
+/* Every pool this process uses, then the kernel's file systems. */
+KP_EXPORT void sync(void)
+{
+	for (int i = 0; i < kp_nmounts; i++) {
+		kura_fs *fs = __atomic_load_n(&kp_mounts[i].fs, __ATOMIC_ACQUIRE);
+		if (fs)
+			kura_syncfs(fs);
+	}
+	REAL(sync)();
+}
+/* Writing back a range is a sync of the pool: kura changes reach the disk
+ * whole, in order (KURA_SYNC=fsync), or already have (op). */
 KP_EXPORT int sync_file_range(int fd, off_t off, off_t n, unsigned fl)
 {
 	struct kp_fd *e = kp_get(fd);
-	return e ? 0 : REAL(sync_file_range)(fd, off, n, fl);
+	if (!e)
+		return REAL(sync_file_range)(fd, off, n, fl);
+	return (fl & SYNC_FILE_RANGE_WRITE) ? (int)kp_ret(kura_fsync(FS(e), e->kfd)) : 0;
 }
 KP_EXPORT int posix_fadvise(int fd, off_t off, off_t len, int adv)
 {
