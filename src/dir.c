@@ -71,6 +71,11 @@ static const struct kura_bucket *bucket_at(const struct kura_fs *fs, const struc
 	return bk;
 }
 
+const struct kura_bucket *dir_slot_bucket(const struct kura_fs *fs, const struct kura_inode *dip, uint64_t i)
+{
+	return bucket_at(fs, dip, i, NULL);
+}
+
 static const struct kura_dirent_disk *entry_at(const struct kura_bucket *bk, uint32_t pos)
 {
 	return (const struct kura_dirent_disk *)((const char *)(bk + 1) + pos);
@@ -278,6 +283,88 @@ int dir_add(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uin
 	return -ENOSPC;
 }
 
+/* Buddies merge when their entries fill at most this much of one bucket:
+ * the slack keeps one name added and removed in turn from splitting and
+ * merging a bucket each time. */
+#define MERGE_LIMIT (BUCKET_SPACE * 3 / 4)
+
+int dir_can_merge(uint32_t used_a, uint32_t used_b)
+{
+	return used_a + used_b <= MERGE_LIMIT;
+}
+
+/* Halves the slot array while its two halves agree (no bucket is as deep
+ * as the array), freeing the array blocks that falls out of use. */
+static void shrink_array(struct kura_fs *fs, uint64_t dino)
+{
+	const struct kura_inode *dip = ino_get(fs, dino);
+	while (dip->dir_depth > 0 && !fs->tx.err) {
+		uint64_t half = 1ull << (dip->dir_depth - 1);
+		for (uint64_t j = 0; j < half; j++)
+			if (get_slot(fs, dip, j) != get_slot(fs, dip, j + half))
+				return;
+		uint64_t bytes = 8 * half;
+		if (bytes < KURA_BLOCK) {
+			/* The dropped half shares a block with the kept one: zero it,
+			 * so a later doubling finds what it writes. */
+			uint64_t b0 = bmap_get(fs, dip, 0);
+			if (!b0) {
+				tx_fail(&fs->tx, -EUCLEAN);
+				return;
+			}
+			tx_memset(&fs->tx, block_off(b0) + bytes, 0, bytes);
+		}
+		bmap_free_range(fs, dino, (bytes + KURA_BLOCK - 1) / KURA_BLOCK, UINT64_MAX);
+		INO_SET(fs, dino, dir_depth, (uint8_t)(dip->dir_depth - 1));
+		INO_SET(fs, dino, size, bytes);
+	}
+}
+
+/* Merges the bucket serving slot i with its buddy while the two fit in one
+ * (see MERGE_LIMIT).  The merged bucket serves the union of two adjacent key
+ * ranges, so a readdir cookie means what it meant before. */
+static int merge(struct kura_fs *fs, uint64_t dino, uint64_t i)
+{
+	int deepest = 0;
+	for (;;) {
+		const struct kura_inode *dip = ino_get(fs, dino);
+		uint64_t b, bb;
+		const struct kura_bucket *bk = bucket_at(fs, dip, i, &b);
+		if (!bk)
+			return -EUCLEAN;
+		unsigned d = bk->depth;
+		if (d == 0)
+			break;
+		uint64_t bit = 1ull << (d - 1);
+		const struct kura_bucket *buddy = bucket_at(fs, dip, i ^ bit, &bb);
+		if (!buddy || buddy->depth != d || bb == b || !dir_can_merge(bk->used, buddy->used))
+			break;
+		deepest |= d == dip->dir_depth;
+		uint64_t keep = (i & bit) ? bb : b, drop = (i & bit) ? b : bb;
+		const struct kura_bucket *kh = block_ptr(fs, keep), *dh = block_ptr(fs, drop);
+		char moved[BUCKET_SPACE];
+		uint32_t nmoved = dh->used;
+		memcpy(moved, dh + 1, nmoved);
+		struct kura_bucket nh = { .magic = BUCKET_MAGIC, .depth = (uint16_t)(d - 1),
+					  .used = (uint16_t)(kh->used + nmoved), .count = kh->count + dh->count };
+		if (nmoved)
+			tx_write(&fs->tx, block_off(keep) + sizeof nh + kh->used, moved, nmoved);
+		tx_write(&fs->tx, block_off(keep), &nh, sizeof nh);
+		/* Every slot that served the dropped bucket serves the kept one. */
+		uint64_t low = i & (bit - 1);
+		for (uint64_t j = low | bit; j < (1ull << dip->dir_depth) && !fs->tx.err; j += bit << 1)
+			set_slot(fs, dino, j, keep);
+		alloc_free(fs, drop);
+		INO_SET(fs, dino, blocks, dip->blocks - 1);
+		if (fs->tx.err)
+			return fs->tx.err;
+		i = low;
+	}
+	if (deepest)
+		shrink_array(fs, dino);
+	return fs->tx.err;
+}
+
 int dir_remove(struct kura_fs *fs, uint64_t dino, const char *name, size_t len)
 {
 	const struct kura_inode *dip = ino_get(fs, dino);
@@ -302,6 +389,21 @@ int dir_remove(struct kura_fs *fs, uint64_t dino, const char *name, size_t len)
 	nh.count = bk->count - 1;
 	tx_write(&fs->tx, block_off(b), &nh, sizeof nh);
 	INO_SET(fs, dino, entries, dip->entries - 1);
+	if (fs->tx.err)
+		return fs->tx.err;
+	return merge(fs, dino, dir_hash(fs, name, len) & mask_of(dip));
+}
+
+int dir_compact(struct kura_fs *fs, uint64_t dino)
+{
+	const struct kura_inode *dip = ino_get(fs, dino);
+	if (!dip || !dip->root)
+		return 0;
+	if (!dir_sane(fs, dip))
+		return -EUCLEAN;
+	for (uint64_t i = 0; i < (1ull << dip->dir_depth) && !fs->tx.err; i++)
+		merge(fs, dino, i);
+	shrink_array(fs, dino);
 	return fs->tx.err;
 }
 

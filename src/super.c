@@ -64,8 +64,14 @@ static int check_super(const struct kura_super *sb, uint64_t size, char *why, si
 		return -EUCLEAN;
 	}
 	if (sb->version != KURA_VERSION) {
-		snprintf(why, whylen, "unsupported format version %u (this kura reads version %u)", sb->version,
-			 KURA_VERSION);
+		if (sb->version < KURA_VERSION)
+			snprintf(why, whylen,
+				 "pool format version %u is older than this kura's (%u): export it with the kura that made "
+				 "it and import it into a new pool",
+				 sb->version, KURA_VERSION);
+		else
+			snprintf(why, whylen, "unsupported format version %u (this kura reads version %u)", sb->version,
+				 KURA_VERSION);
 		return -EPROTONOSUPPORT;
 	}
 	struct kura_super want;
@@ -215,7 +221,9 @@ int kura_mkfs(const char *path, uint64_t size, int force)
 	media_store(&m, root << INODE_SHIFT, &ri, sizeof ri);
 	for (unsigned i = 1; i < INODES_PER_BLOCK; i++) {
 		uint64_t next = i + 1 < INODES_PER_BLOCK ? root + i + 1 : 0;
+		uint64_t prev = i > 1 ? root + i - 1 : 0;
 		media_store64(&m, ((root + i) << INODE_SHIFT) + offsetof(struct kura_inode, link), next);
+		media_store64(&m, ((root + i) << INODE_SHIFT) + offsetof(struct kura_inode, prev), prev);
 	}
 	struct kura_state state = { .free_blocks = nblocks - used, .inode_free = root + 1, .ndirs = 1,
 				    .next_generation = 1 };
