@@ -422,6 +422,24 @@ int dir_retarget(struct kura_fs *fs, uint64_t dino, const char *name, size_t len
 	return fs->tx.err;
 }
 
+int dir_empty_check(const struct kura_fs *fs, const struct kura_inode *dip)
+{
+	if (dip->entries)
+		return -ENOTEMPTY;
+	if (!dip->root)
+		return 0;
+	if (!dir_sane(fs, dip))
+		return -EUCLEAN;
+	/* The count is the pool's word: a damaged one must not let rmdir free
+	 * buckets that still name inodes. */
+	for (uint64_t i = 0; i < (1ull << dip->dir_depth); i++) {
+		const struct kura_bucket *bk = bucket_at(fs, dip, i, NULL);
+		if (!bk || bk->used || bk->count)
+			return -EUCLEAN;
+	}
+	return 0;
+}
+
 void dir_release(struct kura_fs *fs, uint64_t dino)
 {
 	const struct kura_inode *dip = ino_get(fs, dino);

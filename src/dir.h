@@ -47,6 +47,9 @@ const struct kura_bucket *dir_slot_bucket(const struct kura_fs *fs, const struct
 int dir_compact(struct kura_fs *fs, uint64_t dino);
 /* Points an existing name at another inode (rename over a target). */
 int dir_retarget(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uint64_t ino, unsigned type);
+/* 0 if the directory is empty, -ENOTEMPTY, or -EUCLEAN if its entry count
+ * says empty but a bucket holds entries. */
+int dir_empty_check(const struct kura_fs *fs, const struct kura_inode *dip);
 /* Frees the buckets and slot array of an empty directory. */
 void dir_release(struct kura_fs *fs, uint64_t dino);
 

@@ -57,6 +57,23 @@ static int bit(const uint8_t *m, uint64_t i) { return (m[i / 8] >> (i % 8)) & 1;
 static void set_bit(uint8_t *m, uint64_t i) { m[i / 8] |= (uint8_t)(1u << (i % 8)); }
 static void clear_bit(uint8_t *m, uint64_t i) { m[i / 8] &= (uint8_t)~(1u << (i % 8)); }
 
+/* The index of the first non-zero byte of p[0..n), or n.  Word-wise: these
+ * scans cover whole blocks, once per file and bucket. */
+static size_t first_nonzero(const char *p, size_t n)
+{
+	static const char zero[KURA_BLOCK];
+	size_t i = 0;
+	while (i < n) {
+		size_t chunk = n - i < sizeof zero ? n - i : sizeof zero;
+		if (memcmp(p + i, zero, chunk))
+			break;
+		i += chunk;
+	}
+	while (i < n && !p[i])
+		i++;
+	return i;
+}
+
 /* Returns 1 if b was free to claim, 0 if it is out of range or taken. */
 static int claim(struct check *c, uint64_t b, uint64_t ino, const char *what)
 {
@@ -107,19 +124,19 @@ static void check_data(struct check *c, uint64_t ino, const struct kura_inode *i
 	if (n + extra_blocks != ip->blocks)
 		problem(c, "inode %llu: owns %llu blocks but records %llu", (unsigned long long)ino,
 			(unsigned long long)(n + extra_blocks), (unsigned long long)ip->blocks);
+	if (S_ISREG(ip->mode) && ip->size > KURA_MAX_FILE_SIZE)
+		problem(c, "inode %llu: size %llu is beyond the largest file", (unsigned long long)ino,
+			(unsigned long long)ip->size);
 	if (S_ISREG(ip->mode) || S_ISLNK(ip->mode)) {
 		/* Bytes past EOF inside the last mapped block must be zero. */
 		uint64_t in = ip->size & (KURA_BLOCK - 1);
 		uint64_t b = in ? bmap_get(c->fs, ip, ip->size >> KURA_BLOCK_SHIFT) : 0;
 		if (b) {
 			const char *p = block_ptr(c->fs, b);
-			for (uint64_t i = in; i < KURA_BLOCK; i++)
-				if (p[i]) {
-					problem(c, "inode %llu: non-zero byte past end of file at offset %llu",
-						(unsigned long long)ino,
-						(unsigned long long)((ip->size & ~(uint64_t)(KURA_BLOCK - 1)) + i));
-					break;
-				}
+			size_t i = first_nonzero(p + in, KURA_BLOCK - in);
+			if (i < KURA_BLOCK - in)
+				problem(c, "inode %llu: non-zero byte past end of file at offset %llu",
+					(unsigned long long)ino, (unsigned long long)(ip->size + i));
 		}
 	}
 	if (S_ISLNK(ip->mode)) {
@@ -271,12 +288,9 @@ static void check_dir(struct check *c, uint64_t dino)
 				problem(c, "directory %llu: bucket %llu counts %u entries, holds %u",
 					(unsigned long long)dino, (unsigned long long)b, bk->count, count);
 			const char *tail = (const char *)(bk + 1);
-			for (uint32_t k = bk->used; k < BUCKET_SPACE; k++)
-				if (tail[k]) {
-					problem(c, "directory %llu: bucket %llu has bytes after its entries",
-						(unsigned long long)dino, (unsigned long long)b);
-					break;
-				}
+			if (first_nonzero(tail + bk->used, BUCKET_SPACE - bk->used) < BUCKET_SPACE - bk->used)
+				problem(c, "directory %llu: bucket %llu has bytes after its entries",
+					(unsigned long long)dino, (unsigned long long)b);
 		}
 	}
 	if (dip->root && (mergeable || deepest != dip->dir_depth)) {

@@ -257,7 +257,10 @@ void orphan_add(struct kura_fs *fs, uint64_t ino)
 void orphan_remove(struct kura_fs *fs, uint64_t ino)
 {
 	uint64_t slot = STATE_OFF(orphans);
-	for (uint64_t n = 0, cur = fs_state(fs)->orphans; cur && n <= fs_state(fs)->norphans; n++) {
+	/* The counter is the pool's word: a cycle with a huge count must not
+	 * loop longer than there are inode slots. */
+	uint64_t limit = fs->nblocks << (KURA_BLOCK_SHIFT - INODE_SHIFT);
+	for (uint64_t n = 0, cur = fs_state(fs)->orphans; cur && n <= fs_state(fs)->norphans && n < limit; n++) {
 		const struct kura_inode *ip = ino_get(fs, cur);
 		if (!ip)
 			break;
