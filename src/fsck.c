@@ -393,7 +393,8 @@ static int run_check(struct check *c, int repair)
 	}
 	/* Slots in inode blocks that nothing accounts for, and inode blocks
 	 * with no inode left: freeing the last inode of a block frees the block
-	 * unless its slots are the only free ones, so at most one such block. */
+	 * unless its slots are the only free ones (inode.c), so such a block
+	 * must hold every free slot. */
 	uint64_t leaked_inodes = 0, empty_inode_blocks = 0;
 	for (uint64_t b = fs->first_data_block; b < fs->nblocks; b++) {
 		if (!bit(c->used, b))
@@ -407,8 +408,9 @@ static int run_check(struct check *c, int repair)
 		int all_free = 1;
 		for (unsigned k = 0; k < INODES_PER_BLOCK; k++)
 			all_free &= c->seen[first + k] == 2;
-		if (all_free && ++empty_inode_blocks > 1) {
-			problem(c, "inode block %llu: every slot free, yet not given back (leaked)", (unsigned long long)b);
+		if (all_free && (++empty_inode_blocks > 1 || free_slots > INODES_PER_BLOCK)) {
+			problem(c, "inode block %llu: every slot free while other slots are free too (leaked)",
+				(unsigned long long)b);
 			if (repair && fs_begin(fs) == 0) {
 				if (inode_block_reclaim(fs, b))
 					clear_bit(c->used, b);

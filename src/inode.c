@@ -154,7 +154,14 @@ void inode_free(struct kura_fs *fs, uint64_t ino)
 		tx_write64(&fs->tx, INO_FIELD_OFF(head, prev), ino);
 	tx_write64(&fs->tx, STATE_OFF(inode_free), ino);
 	count_type(fs, mode, -1);
-	inode_block_reclaim(fs, ino_off(ino) >> KURA_BLOCK_SHIFT);
+	/* The slot's own block may now be empty; and a block kept empty because
+	 * its slots were the only free ones (then the old head is one of them)
+	 * is not needed any more.  So an empty inode block only ever exists
+	 * holding every free slot, which fsck checks. */
+	uint64_t own = ino_off(ino) >> KURA_BLOCK_SHIFT;
+	inode_block_reclaim(fs, own);
+	if (slot_valid(fs, head) && ino_off(head) >> KURA_BLOCK_SHIFT != own)
+		inode_block_reclaim(fs, ino_off(head) >> KURA_BLOCK_SHIFT);
 }
 
 void inode_touch(struct kura_fs *fs, uint64_t ino, int which)
