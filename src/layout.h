@@ -1,5 +1,6 @@
 /*
- * layout.h — the on-pool format, version 1.
+ * layout.h — the on-pool format, version 2 (version 1 chained free inode
+ * slots one way only, so inode blocks could never be given back).
  *
  * The pool is an array of 4 KiB blocks:
  *
