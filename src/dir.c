@@ -33,6 +33,20 @@ static uint64_t mask_of(const struct kura_inode *dip)
 	return dip->dir_depth > DIR_MAX_DEPTH ? 0 : (1ull << dip->dir_depth) - 1;
 }
 
+/* The directory being changed.  On a damaged pool its slot may be gone
+ * from under the operation (a bitmap that called its block free let the
+ * allocator hand it out and zero it): the operation fails with -EUCLEAN and
+ * goes on with an empty stand-in, so nothing dereferences a missing inode. */
+static const struct kura_inode *dir_inode(struct kura_fs *fs, uint64_t dino)
+{
+	static const struct kura_inode gone;
+	const struct kura_inode *dip = ino_get(fs, dino);
+	if (dip)
+		return dip;
+	tx_fail(&fs->tx, -EUCLEAN);
+	return &gone;
+}
+
 /* Byte offset of slot i, or 0 if its block of the array is missing. */
 static uint64_t slot_off(const struct kura_fs *fs, const struct kura_inode *dip, uint64_t i)
 {
@@ -131,7 +145,7 @@ int dir_lookup(const struct kura_fs *fs, const struct kura_inode *dip, const cha
 
 static void set_slot(struct kura_fs *fs, uint64_t dino, uint64_t i, uint64_t bucket)
 {
-	const struct kura_inode *dip = ino_get(fs, dino);
+	const struct kura_inode *dip = dir_inode(fs, dino);
 	uint64_t off = slot_off(fs, dip, i);
 	if (!off) {
 		uint64_t nb = alloc_block(fs, 1);
@@ -156,14 +170,14 @@ static uint64_t new_bucket(struct kura_fs *fs, uint64_t dino, unsigned depth)
 		return 0;
 	struct kura_bucket h = { .magic = BUCKET_MAGIC, .depth = (uint16_t)depth };
 	tx_write(&fs->tx, block_off(b), &h, sizeof h);
-	const struct kura_inode *dip = ino_get(fs, dino);
+	const struct kura_inode *dip = dir_inode(fs, dino);
 	INO_SET(fs, dino, blocks, dip->blocks + 1);
 	return b;
 }
 
 static int double_array(struct kura_fs *fs, uint64_t dino)
 {
-	const struct kura_inode *dip = ino_get(fs, dino);
+	const struct kura_inode *dip = dir_inode(fs, dino);
 	unsigned g = dip->dir_depth;
 	if (g >= DIR_MAX_DEPTH)
 		return -ENOSPC;
@@ -178,7 +192,7 @@ static int double_array(struct kura_fs *fs, uint64_t dino)
 /* Splits the bucket serving slot i on its next hash bit. */
 static int split(struct kura_fs *fs, uint64_t dino, uint64_t i)
 {
-	const struct kura_inode *dip = ino_get(fs, dino);
+	const struct kura_inode *dip = dir_inode(fs, dino);
 	uint64_t ob;
 	const struct kura_bucket *bk = bucket_at(fs, dip, i, &ob);
 	if (!bk)
@@ -226,7 +240,7 @@ static int split(struct kura_fs *fs, uint64_t dino, uint64_t i)
 	if (nmove)
 		tx_write(&fs->tx, block_off(nb) + sizeof nh, move, nmove);
 	/* Every slot that served the old bucket and has bit d set now serves the new one. */
-	dip = ino_get(fs, dino);
+	dip = dir_inode(fs, dino);
 	uint64_t pattern = (i & ((1ull << d) - 1)) | (1ull << d);
 	for (uint64_t j = pattern; j < (1ull << dip->dir_depth) && !fs->tx.err; j += 1ull << (d + 1))
 		set_slot(fs, dino, j, nb);
@@ -235,7 +249,7 @@ static int split(struct kura_fs *fs, uint64_t dino, uint64_t i)
 
 int dir_add(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uint64_t ino, unsigned type)
 {
-	const struct kura_inode *dip = ino_get(fs, dino);
+	const struct kura_inode *dip = dir_inode(fs, dino);
 	uint64_t h = dir_hash(fs, name, len);
 	uint32_t rl = dirent_reclen((unsigned)len);
 	if (!dip->root) {
@@ -249,7 +263,7 @@ int dir_add(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uin
 			return fs->tx.err;
 	}
 	for (int tries = 0; tries <= DIR_MAX_DEPTH + 1; tries++) {
-		dip = ino_get(fs, dino);
+		dip = dir_inode(fs, dino);
 		uint64_t i = h & mask_of(dip);
 		uint64_t b;
 		const struct kura_bucket *bk = bucket_at(fs, dip, i, &b);
@@ -297,7 +311,7 @@ int dir_can_merge(uint32_t used_a, uint32_t used_b)
  * as the array), freeing the array blocks that falls out of use. */
 static void shrink_array(struct kura_fs *fs, uint64_t dino)
 {
-	const struct kura_inode *dip = ino_get(fs, dino);
+	const struct kura_inode *dip = dir_inode(fs, dino);
 	while (dip->dir_depth > 0 && !fs->tx.err) {
 		uint64_t half = 1ull << (dip->dir_depth - 1);
 		for (uint64_t j = 0; j < half; j++)
@@ -327,7 +341,7 @@ static int merge(struct kura_fs *fs, uint64_t dino, uint64_t i)
 {
 	int deepest = 0;
 	for (;;) {
-		const struct kura_inode *dip = ino_get(fs, dino);
+		const struct kura_inode *dip = dir_inode(fs, dino);
 		uint64_t b, bb;
 		const struct kura_bucket *bk = bucket_at(fs, dip, i, &b);
 		if (!bk)
@@ -367,7 +381,7 @@ static int merge(struct kura_fs *fs, uint64_t dino, uint64_t i)
 
 int dir_remove(struct kura_fs *fs, uint64_t dino, const char *name, size_t len)
 {
-	const struct kura_inode *dip = ino_get(fs, dino);
+	const struct kura_inode *dip = dir_inode(fs, dino);
 	uint64_t b;
 	uint32_t at;
 	int err = find(fs, dip, name, len, &b, &at);
@@ -409,7 +423,7 @@ int dir_compact(struct kura_fs *fs, uint64_t dino)
 
 int dir_retarget(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uint64_t ino, unsigned type)
 {
-	const struct kura_inode *dip = ino_get(fs, dino);
+	const struct kura_inode *dip = dir_inode(fs, dino);
 	uint64_t b;
 	uint32_t at;
 	int err = find(fs, dip, name, len, &b, &at);
