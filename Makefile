@@ -57,7 +57,7 @@ crash-full: all
 	build/tests/crash_test --full --jobs $$(nproc)
 	build/tests/crash_test --full --jobs $$(nproc) --persist file
 
-# The libFuzzer target for FUZZ_RUNS executions (default 10 million; about
+# The libFuzzer target for FUZZ_RUNS executions (default 10 million; 130 to
 # 180 per second on one core, so most of a day), one job at low priority.
 # New inputs go to build/scratch/fuzz-long/new, findings to
 # build/scratch/fuzz-long/ (crash-*, timeout-*, oom-*); the corpus is only read.
