@@ -5,7 +5,7 @@ CTEST = ctest --output-on-failure -j2
 # The nested makes CMake runs would otherwise announce every directory change.
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps build check check-release check-asan check-tsan demo bench bench-durable model-long crash-full clean
+.PHONY: all deps build check check-release check-asan check-tsan demo bench bench-durable model-long crash-full fuzz-long clean
 
 all: deps build
 
@@ -63,6 +63,17 @@ crash-full: all
 	build/tests/crash_test --full --jobs $$(nproc)
 	build/tests/crash_test --full --jobs $$(nproc) --persist file
 	build/tests/crash_test --full --jobs $$(nproc) --persist file --sync fsync
+
+# The libFuzzer target for FUZZ_RUNS executions (default 10 million; 130 to
+# 180 per second on one core, so most of a day), one job at low priority.
+# New inputs go to build/scratch/fuzz-long/new, findings to
+# build/scratch/fuzz-long/ (crash-*, timeout-*, oom-*); the corpus is only read.
+FUZZ_RUNS ?= 10000000
+fuzz-long: build
+	@test -x build/fuzz/pool_fuzz || { echo "fuzz-long: no libFuzzer build (needs clang with libclang-rt)"; exit 1; }
+	mkdir -p build/scratch/fuzz-long/new
+	cd build/scratch/fuzz-long && nice -n 19 ../../fuzz/pool_fuzz -runs=$(FUZZ_RUNS) -timeout=20 \
+	  -rss_limit_mb=2048 -max_len=512 -print_final_stats=1 -artifact_prefix=./ new ../../../fuzz/corpus
 
 clean:
 	rm -rf build build-asan build-tsan

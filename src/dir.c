@@ -33,6 +33,20 @@ static uint64_t mask_of(const struct kura_inode *dip)
 	return dip->dir_depth > DIR_MAX_DEPTH ? 0 : (1ull << dip->dir_depth) - 1;
 }
 
+/* The directory being changed.  On a damaged pool its slot may be gone
+ * from under the operation (a bitmap that called its block free let the
+ * allocator hand it out and zero it): the operation fails with -EUCLEAN and
+ * goes on with an empty stand-in, so nothing dereferences a missing inode. */
+static const struct kura_inode *dir_inode(struct kura_fs *fs, uint64_t dino)
+{
+	static const struct kura_inode gone;
+	const struct kura_inode *dip = ino_get(fs, dino);
+	if (dip)
+		return dip;
+	tx_fail(&fs->tx, -EUCLEAN);
+	return &gone;
+}
+
 /* Byte offset of slot i, or 0 if its block of the array is missing. */
 static uint64_t slot_off(const struct kura_fs *fs, const struct kura_inode *dip, uint64_t i)
 {
@@ -69,6 +83,11 @@ static const struct kura_bucket *bucket_at(const struct kura_fs *fs, const struc
 	if (block)
 		*block = b;
 	return bk;
+}
+
+const struct kura_bucket *dir_slot_bucket(const struct kura_fs *fs, const struct kura_inode *dip, uint64_t i)
+{
+	return bucket_at(fs, dip, i, NULL);
 }
 
 static const struct kura_dirent_disk *entry_at(const struct kura_bucket *bk, uint32_t pos)
@@ -126,7 +145,7 @@ int dir_lookup(const struct kura_fs *fs, const struct kura_inode *dip, const cha
 
 static void set_slot(struct kura_fs *fs, uint64_t dino, uint64_t i, uint64_t bucket)
 {
-	const struct kura_inode *dip = ino_get(fs, dino);
+	const struct kura_inode *dip = dir_inode(fs, dino);
 	uint64_t off = slot_off(fs, dip, i);
 	if (!off) {
 		uint64_t nb = alloc_block(fs, 1);
@@ -151,14 +170,14 @@ static uint64_t new_bucket(struct kura_fs *fs, uint64_t dino, unsigned depth)
 		return 0;
 	struct kura_bucket h = { .magic = BUCKET_MAGIC, .depth = (uint16_t)depth };
 	tx_write(&fs->tx, block_off(b), &h, sizeof h);
-	const struct kura_inode *dip = ino_get(fs, dino);
+	const struct kura_inode *dip = dir_inode(fs, dino);
 	INO_SET(fs, dino, blocks, dip->blocks + 1);
 	return b;
 }
 
 static int double_array(struct kura_fs *fs, uint64_t dino)
 {
-	const struct kura_inode *dip = ino_get(fs, dino);
+	const struct kura_inode *dip = dir_inode(fs, dino);
 	unsigned g = dip->dir_depth;
 	if (g >= DIR_MAX_DEPTH)
 		return -ENOSPC;
@@ -173,7 +192,7 @@ static int double_array(struct kura_fs *fs, uint64_t dino)
 /* Splits the bucket serving slot i on its next hash bit. */
 static int split(struct kura_fs *fs, uint64_t dino, uint64_t i)
 {
-	const struct kura_inode *dip = ino_get(fs, dino);
+	const struct kura_inode *dip = dir_inode(fs, dino);
 	uint64_t ob;
 	const struct kura_bucket *bk = bucket_at(fs, dip, i, &ob);
 	if (!bk)
@@ -221,7 +240,7 @@ static int split(struct kura_fs *fs, uint64_t dino, uint64_t i)
 	if (nmove)
 		tx_write(&fs->tx, block_off(nb) + sizeof nh, move, nmove);
 	/* Every slot that served the old bucket and has bit d set now serves the new one. */
-	dip = ino_get(fs, dino);
+	dip = dir_inode(fs, dino);
 	uint64_t pattern = (i & ((1ull << d) - 1)) | (1ull << d);
 	for (uint64_t j = pattern; j < (1ull << dip->dir_depth) && !fs->tx.err; j += 1ull << (d + 1))
 		set_slot(fs, dino, j, nb);
@@ -230,7 +249,7 @@ static int split(struct kura_fs *fs, uint64_t dino, uint64_t i)
 
 int dir_add(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uint64_t ino, unsigned type)
 {
-	const struct kura_inode *dip = ino_get(fs, dino);
+	const struct kura_inode *dip = dir_inode(fs, dino);
 	uint64_t h = dir_hash(fs, name, len);
 	uint32_t rl = dirent_reclen((unsigned)len);
 	if (!dip->root) {
@@ -244,7 +263,7 @@ int dir_add(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uin
 			return fs->tx.err;
 	}
 	for (int tries = 0; tries <= DIR_MAX_DEPTH + 1; tries++) {
-		dip = ino_get(fs, dino);
+		dip = dir_inode(fs, dino);
 		uint64_t i = h & mask_of(dip);
 		uint64_t b;
 		const struct kura_bucket *bk = bucket_at(fs, dip, i, &b);
@@ -278,9 +297,91 @@ int dir_add(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uin
 	return -ENOSPC;
 }
 
+/* Buddies merge when their entries fill at most this much of one bucket:
+ * the slack keeps one name added and removed in turn from splitting and
+ * merging a bucket each time. */
+#define MERGE_LIMIT (BUCKET_SPACE * 3 / 4)
+
+int dir_can_merge(uint32_t used_a, uint32_t used_b)
+{
+	return used_a + used_b <= MERGE_LIMIT;
+}
+
+/* Halves the slot array while its two halves agree (no bucket is as deep
+ * as the array), freeing the array blocks that falls out of use. */
+static void shrink_array(struct kura_fs *fs, uint64_t dino)
+{
+	const struct kura_inode *dip = dir_inode(fs, dino);
+	while (dip->dir_depth > 0 && !fs->tx.err) {
+		uint64_t half = 1ull << (dip->dir_depth - 1);
+		for (uint64_t j = 0; j < half; j++)
+			if (get_slot(fs, dip, j) != get_slot(fs, dip, j + half))
+				return;
+		uint64_t bytes = 8 * half;
+		if (bytes < KURA_BLOCK) {
+			/* The dropped half shares a block with the kept one: zero it,
+			 * so a later doubling finds what it writes. */
+			uint64_t b0 = bmap_get(fs, dip, 0);
+			if (!b0) {
+				tx_fail(&fs->tx, -EUCLEAN);
+				return;
+			}
+			tx_memset(&fs->tx, block_off(b0) + bytes, 0, bytes);
+		}
+		bmap_free_range(fs, dino, (bytes + KURA_BLOCK - 1) / KURA_BLOCK, UINT64_MAX);
+		INO_SET(fs, dino, dir_depth, (uint8_t)(dip->dir_depth - 1));
+		INO_SET(fs, dino, size, bytes);
+	}
+}
+
+/* Merges the bucket serving slot i with its buddy while the two fit in one
+ * (see MERGE_LIMIT).  The merged bucket serves the union of two adjacent key
+ * ranges, so a readdir cookie means what it meant before. */
+static int merge(struct kura_fs *fs, uint64_t dino, uint64_t i)
+{
+	int deepest = 0;
+	for (;;) {
+		const struct kura_inode *dip = dir_inode(fs, dino);
+		uint64_t b, bb;
+		const struct kura_bucket *bk = bucket_at(fs, dip, i, &b);
+		if (!bk)
+			return -EUCLEAN;
+		unsigned d = bk->depth;
+		if (d == 0)
+			break;
+		uint64_t bit = 1ull << (d - 1);
+		const struct kura_bucket *buddy = bucket_at(fs, dip, i ^ bit, &bb);
+		if (!buddy || buddy->depth != d || bb == b || !dir_can_merge(bk->used, buddy->used))
+			break;
+		deepest |= d == dip->dir_depth;
+		uint64_t keep = (i & bit) ? bb : b, drop = (i & bit) ? b : bb;
+		const struct kura_bucket *kh = block_ptr(fs, keep), *dh = block_ptr(fs, drop);
+		char moved[BUCKET_SPACE];
+		uint32_t nmoved = dh->used;
+		memcpy(moved, dh + 1, nmoved);
+		struct kura_bucket nh = { .magic = BUCKET_MAGIC, .depth = (uint16_t)(d - 1),
+					  .used = (uint16_t)(kh->used + nmoved), .count = kh->count + dh->count };
+		if (nmoved)
+			tx_write(&fs->tx, block_off(keep) + sizeof nh + kh->used, moved, nmoved);
+		tx_write(&fs->tx, block_off(keep), &nh, sizeof nh);
+		/* Every slot that served the dropped bucket serves the kept one. */
+		uint64_t low = i & (bit - 1);
+		for (uint64_t j = low | bit; j < (1ull << dip->dir_depth) && !fs->tx.err; j += bit << 1)
+			set_slot(fs, dino, j, keep);
+		alloc_free(fs, drop);
+		INO_SET(fs, dino, blocks, dip->blocks - 1);
+		if (fs->tx.err)
+			return fs->tx.err;
+		i = low;
+	}
+	if (deepest)
+		shrink_array(fs, dino);
+	return fs->tx.err;
+}
+
 int dir_remove(struct kura_fs *fs, uint64_t dino, const char *name, size_t len)
 {
-	const struct kura_inode *dip = ino_get(fs, dino);
+	const struct kura_inode *dip = dir_inode(fs, dino);
 	uint64_t b;
 	uint32_t at;
 	int err = find(fs, dip, name, len, &b, &at);
@@ -302,12 +403,27 @@ int dir_remove(struct kura_fs *fs, uint64_t dino, const char *name, size_t len)
 	nh.count = bk->count - 1;
 	tx_write(&fs->tx, block_off(b), &nh, sizeof nh);
 	INO_SET(fs, dino, entries, dip->entries - 1);
+	if (fs->tx.err)
+		return fs->tx.err;
+	return merge(fs, dino, dir_hash(fs, name, len) & mask_of(dip));
+}
+
+int dir_compact(struct kura_fs *fs, uint64_t dino)
+{
+	const struct kura_inode *dip = ino_get(fs, dino);
+	if (!dip || !dip->root)
+		return 0;
+	if (!dir_sane(fs, dip))
+		return -EUCLEAN;
+	for (uint64_t i = 0; i < (1ull << dip->dir_depth) && !fs->tx.err; i++)
+		merge(fs, dino, i);
+	shrink_array(fs, dino);
 	return fs->tx.err;
 }
 
 int dir_retarget(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uint64_t ino, unsigned type)
 {
-	const struct kura_inode *dip = ino_get(fs, dino);
+	const struct kura_inode *dip = dir_inode(fs, dino);
 	uint64_t b;
 	uint32_t at;
 	int err = find(fs, dip, name, len, &b, &at);
@@ -318,6 +434,24 @@ int dir_retarget(struct kura_fs *fs, uint64_t dino, const char *name, size_t len
 	uint8_t t8 = (uint8_t)type;
 	tx_write(&fs->tx, e + offsetof(struct kura_dirent_disk, type), &t8, 1);
 	return fs->tx.err;
+}
+
+int dir_empty_check(const struct kura_fs *fs, const struct kura_inode *dip)
+{
+	if (dip->entries)
+		return -ENOTEMPTY;
+	if (!dip->root)
+		return 0;
+	if (!dir_sane(fs, dip))
+		return -EUCLEAN;
+	/* The count is the pool's word: a damaged one must not let rmdir free
+	 * buckets that still name inodes. */
+	for (uint64_t i = 0; i < (1ull << dip->dir_depth); i++) {
+		const struct kura_bucket *bk = bucket_at(fs, dip, i, NULL);
+		if (!bk || bk->used || bk->count)
+			return -EUCLEAN;
+	}
+	return 0;
 }
 
 void dir_release(struct kura_fs *fs, uint64_t dino)

@@ -34,9 +34,22 @@ int dir_lookup(const struct kura_fs *fs, const struct kura_inode *dip, const cha
 	       unsigned *type);
 /* The name must not exist. */
 int dir_add(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uint64_t ino, unsigned type);
+/* Removes the name, then merges its bucket with its buddy while they fit in
+ * one and halves the slot array while it can: a directory that shrinks gives
+ * its buckets back. */
 int dir_remove(struct kura_fs *fs, uint64_t dino, const char *name, size_t len);
+/* 1 if two buddy buckets holding these many bytes of entries must be one
+ * (an invariant fsck checks). */
+int dir_can_merge(uint32_t used_a, uint32_t used_b);
+/* The valid bucket serving slot i, or NULL. */
+const struct kura_bucket *dir_slot_bucket(const struct kura_fs *fs, const struct kura_inode *dip, uint64_t i);
+/* Merges every mergeable pair and shrinks the slot array (fsck --repair). */
+int dir_compact(struct kura_fs *fs, uint64_t dino);
 /* Points an existing name at another inode (rename over a target). */
 int dir_retarget(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uint64_t ino, unsigned type);
+/* 0 if the directory is empty, -ENOTEMPTY, or -EUCLEAN if its entry count
+ * says empty but a bucket holds entries. */
+int dir_empty_check(const struct kura_fs *fs, const struct kura_inode *dip);
 /* Frees the buckets and slot array of an empty directory. */
 void dir_release(struct kura_fs *fs, uint64_t dino);
 

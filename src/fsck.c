@@ -35,6 +35,9 @@ struct check {
 	uint64_t files, dirs, symlinks;
 	uint64_t *stack;
 	size_t nstack, cap;
+	int repair;
+	uint64_t *compact;  /* directories whose buckets --repair merges */
+	size_t ncompact, compact_cap;
 };
 
 static void problem(struct check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -52,6 +55,24 @@ static void problem(struct check *c, const char *fmt, ...)
 
 static int bit(const uint8_t *m, uint64_t i) { return (m[i / 8] >> (i % 8)) & 1; }
 static void set_bit(uint8_t *m, uint64_t i) { m[i / 8] |= (uint8_t)(1u << (i % 8)); }
+static void clear_bit(uint8_t *m, uint64_t i) { m[i / 8] &= (uint8_t)~(1u << (i % 8)); }
+
+/* The index of the first non-zero byte of p[0..n), or n.  Word-wise: these
+ * scans cover whole blocks, once per file and bucket. */
+static size_t first_nonzero(const char *p, size_t n)
+{
+	static const char zero[KURA_BLOCK];
+	size_t i = 0;
+	while (i < n) {
+		size_t chunk = n - i < sizeof zero ? n - i : sizeof zero;
+		if (memcmp(p + i, zero, chunk))
+			break;
+		i += chunk;
+	}
+	while (i < n && !p[i])
+		i++;
+	return i;
+}
 
 /* Returns 1 if b was free to claim, 0 if it is out of range or taken. */
 static int claim(struct check *c, uint64_t b, uint64_t ino, const char *what)
@@ -103,19 +124,19 @@ static void check_data(struct check *c, uint64_t ino, const struct kura_inode *i
 	if (n + extra_blocks != ip->blocks)
 		problem(c, "inode %llu: owns %llu blocks but records %llu", (unsigned long long)ino,
 			(unsigned long long)(n + extra_blocks), (unsigned long long)ip->blocks);
+	if (S_ISREG(ip->mode) && ip->size > KURA_MAX_FILE_SIZE)
+		problem(c, "inode %llu: size %llu is beyond the largest file", (unsigned long long)ino,
+			(unsigned long long)ip->size);
 	if (S_ISREG(ip->mode) || S_ISLNK(ip->mode)) {
 		/* Bytes past EOF inside the last mapped block must be zero. */
 		uint64_t in = ip->size & (KURA_BLOCK - 1);
 		uint64_t b = in ? bmap_get(c->fs, ip, ip->size >> KURA_BLOCK_SHIFT) : 0;
 		if (b) {
 			const char *p = block_ptr(c->fs, b);
-			for (uint64_t i = in; i < KURA_BLOCK; i++)
-				if (p[i]) {
-					problem(c, "inode %llu: non-zero byte past end of file at offset %llu",
-						(unsigned long long)ino,
-						(unsigned long long)((ip->size & ~(uint64_t)(KURA_BLOCK - 1)) + i));
-					break;
-				}
+			size_t i = first_nonzero(p + in, KURA_BLOCK - in);
+			if (i < KURA_BLOCK - in)
+				problem(c, "inode %llu: non-zero byte past end of file at offset %llu",
+					(unsigned long long)ino, (unsigned long long)(ip->size + i));
 		}
 	}
 	if (S_ISLNK(ip->mode)) {
@@ -139,6 +160,19 @@ static void push(struct check *c, uint64_t ino)
 		}
 	}
 	c->stack[c->nstack++] = ino;
+}
+
+static void push_compact(struct check *c, uint64_t dino)
+{
+	if (c->ncompact == c->compact_cap) {
+		size_t cap = c->compact_cap ? c->compact_cap * 2 : 64;
+		uint64_t *n = realloc(c->compact, cap * sizeof *n);
+		if (!n)
+			return; /* repaired on a later run */
+		c->compact = n;
+		c->compact_cap = cap;
+	}
+	c->compact[c->ncompact++] = dino;
 }
 
 static void visit_inode(struct check *c, uint64_t ino)
@@ -170,7 +204,8 @@ static void check_dir(struct check *c, uint64_t dino)
 {
 	struct kura_fs *fs = c->fs;
 	const struct kura_inode *dip = ino_get(fs, dino);
-	uint64_t subdirs = 0, entries = 0, buckets = 0;
+	uint64_t subdirs = 0, entries = 0, buckets = 0, mergeable = 0;
+	unsigned deepest = 0;
 	if (dip->root) {
 		if (!dir_sane(fs, dip)) {
 			problem(c, "directory %llu: hash depth %u, slot array of %llu bytes and %llu blocks disagree",
@@ -192,6 +227,12 @@ static void check_dir(struct check *c, uint64_t dino)
 				continue; /* seen at its first slot */
 			claim(c, b, dino, "bucket");
 			buckets++;
+			if (bk->depth > deepest)
+				deepest = bk->depth;
+			const struct kura_bucket *buddy = bk->depth ? dir_slot_bucket(fs, dip, i ^ (1ull << (bk->depth - 1))) : NULL;
+			if (buddy && !(i & (1ull << (bk->depth - 1))) && buddy->depth == bk->depth &&
+			    dir_can_merge(bk->used, buddy->used))
+				mergeable++;
 			uint32_t count = 0, pos = 0;
 			while (pos + DIRENT_HEAD <= bk->used) {
 				const struct kura_dirent_disk *e = (const void *)((const char *)(bk + 1) + pos);
@@ -247,13 +288,20 @@ static void check_dir(struct check *c, uint64_t dino)
 				problem(c, "directory %llu: bucket %llu counts %u entries, holds %u",
 					(unsigned long long)dino, (unsigned long long)b, bk->count, count);
 			const char *tail = (const char *)(bk + 1);
-			for (uint32_t k = bk->used; k < BUCKET_SPACE; k++)
-				if (tail[k]) {
-					problem(c, "directory %llu: bucket %llu has bytes after its entries",
-						(unsigned long long)dino, (unsigned long long)b);
-					break;
-				}
+			if (first_nonzero(tail + bk->used, BUCKET_SPACE - bk->used) < BUCKET_SPACE - bk->used)
+				problem(c, "directory %llu: bucket %llu has bytes after its entries",
+					(unsigned long long)dino, (unsigned long long)b);
 		}
+	}
+	if (dip->root && (mergeable || deepest != dip->dir_depth)) {
+		if (mergeable)
+			problem(c, "directory %llu: %llu pairs of buckets fit in one each but were not merged",
+				(unsigned long long)dino, (unsigned long long)mergeable);
+		if (deepest != dip->dir_depth)
+			problem(c, "directory %llu: slot array of depth %u, deepest bucket %u (not shrunk)",
+				(unsigned long long)dino, dip->dir_depth, deepest);
+		if (c->repair)
+			push_compact(c, dino);
 	}
 	if (entries != dip->entries)
 		problem(c, "directory %llu: holds %llu entries, records %llu", (unsigned long long)dino,
@@ -289,7 +337,7 @@ static void check_lists(struct check *c, uint64_t *free_slots)
 		problem(c, "state: %llu orphans listed, counter says %llu", (unsigned long long)n,
 			(unsigned long long)st->norphans);
 	*free_slots = 0;
-	for (uint64_t ino = st->inode_free; ino;) {
+	for (uint64_t ino = st->inode_free, prev = 0; ino;) {
 		/* The slot number first: shifted, a huge one wraps into range. */
 		uint64_t off = ino_off(ino);
 		if (ino >= c->nslots || off < block_off(fs->first_data_block) || c->seen[ino]) {
@@ -299,9 +347,13 @@ static void check_lists(struct check *c, uint64_t *free_slots)
 		const struct kura_inode *ip = media_ptr(&fs->m, off);
 		if (ip->mode)
 			problem(c, "free inode list: inode %llu is in use", (unsigned long long)ino);
+		if (ip->prev != prev)
+			problem(c, "free inode list: slot %llu points back to %llu, not %llu", (unsigned long long)ino,
+				(unsigned long long)ip->prev, (unsigned long long)prev);
 		c->seen[ino] = 2;
 		set_bit(c->used, off >> KURA_BLOCK_SHIFT);
 		(*free_slots)++;
+		prev = ino;
 		ino = ip->link;
 	}
 }
@@ -339,8 +391,11 @@ static int run_check(struct check *c, int repair)
 					c->links[ino]);
 		}
 	}
-	/* Slots in inode blocks that nothing accounts for. */
-	uint64_t leaked_inodes = 0;
+	/* Slots in inode blocks that nothing accounts for, and inode blocks
+	 * with no inode left: freeing the last inode of a block frees the block
+	 * unless its slots are the only free ones (inode.c), so such a block
+	 * must hold every free slot. */
+	uint64_t leaked_inodes = 0, empty_inode_blocks = 0;
 	for (uint64_t b = fs->first_data_block; b < fs->nblocks; b++) {
 		if (!bit(c->used, b))
 			continue;
@@ -350,6 +405,18 @@ static int run_check(struct check *c, int repair)
 			inode_block |= c->seen[first + k] != 0;
 		if (!inode_block)
 			continue;
+		int all_free = 1;
+		for (unsigned k = 0; k < INODES_PER_BLOCK; k++)
+			all_free &= c->seen[first + k] == 2;
+		if (all_free && (++empty_inode_blocks > 1 || free_slots > INODES_PER_BLOCK)) {
+			problem(c, "inode block %llu: every slot free while other slots are free too (leaked)",
+				(unsigned long long)b);
+			if (repair && fs_begin(fs) == 0) {
+				if (inode_block_reclaim(fs, b))
+					clear_bit(c->used, b);
+				fs_end(fs, 0);
+			}
+		}
 		for (unsigned k = 0; k < INODES_PER_BLOCK; k++) {
 			uint64_t ino = first + k;
 			if (c->seen[ino])
@@ -408,6 +475,9 @@ static int run_check(struct check *c, int repair)
 	}
 	if (repair && (leaked_inodes || st->orphans))
 		orphan_reclaim(fs);
+	for (size_t k = 0; k < c->ncompact; k++)
+		if (fs_begin(fs) == 0)
+			fs_end(fs, dir_compact(fs, c->compact[k]));
 	return c->problems;
 }
 
@@ -431,7 +501,7 @@ int kura_fsck(const char *pool_path, int repair, kura_report_fn report, void *ct
 			 repair ? "" : " in memory only");
 		report(ctx, line);
 	}
-	struct check c = { .fs = fs, .report = report, .ctx = ctx };
+	struct check c = { .fs = fs, .report = report, .ctx = ctx, .repair = repair };
 	c.nslots = fs->nblocks << (KURA_BLOCK_SHIFT - INODE_SHIFT);
 	c.used = calloc((fs->nblocks + 7) / 8, 1);
 	c.links = calloc(c.nslots, sizeof *c.links);
@@ -452,6 +522,7 @@ int kura_fsck(const char *pool_path, int repair, kura_report_fn report, void *ct
 	free(c.links);
 	free(c.seen);
 	free(c.stack);
+	free(c.compact);
 	kura_unmount(fs);
 	return problems;
 }

@@ -45,11 +45,54 @@ static int refill_slots(struct kura_fs *fs)
 	if (!b)
 		return fs->tx.err;
 	uint64_t first = block_off(b) >> INODE_SHIFT;
-	for (unsigned i = 0; i + 1 < INODES_PER_BLOCK; i++)
-		tx_write64(&fs->tx, INO_FIELD_OFF(first + i, link), first + i + 1);
-	tx_write64(&fs->tx, INO_FIELD_OFF(first + INODES_PER_BLOCK - 1, link), fs_state(fs)->inode_free);
+	uint64_t head = fs_state(fs)->inode_free;
+	for (unsigned i = 0; i < INODES_PER_BLOCK; i++) {
+		tx_write64(&fs->tx, INO_FIELD_OFF(first + i, link), i + 1 < INODES_PER_BLOCK ? first + i + 1 : head);
+		if (i)
+			tx_write64(&fs->tx, INO_FIELD_OFF(first + i, prev), first + i - 1);
+	}
+	if (head)
+		tx_write64(&fs->tx, INO_FIELD_OFF(head, prev), first + INODES_PER_BLOCK - 1);
 	tx_write64(&fs->tx, STATE_OFF(inode_free), first);
 	return fs->tx.err;
+}
+
+/* A slot number that may be dereferenced: inside the data area (shifted,
+ * a huge number would wrap into range, so the number is bounded first). */
+static int slot_valid(const struct kura_fs *fs, uint64_t ino)
+{
+	return ino && ino < (fs->nblocks << (KURA_BLOCK_SHIFT - INODE_SHIFT)) &&
+	       ino_off(ino) >= block_off(fs->first_data_block);
+}
+
+static const struct kura_inode *slot_at(const struct kura_fs *fs, uint64_t ino)
+{
+	return media_ptr(&fs->m, ino_off(ino));
+}
+
+/* 1 if the free slot ino is linked both ways as the list says, so taking
+ * it off cannot damage someone else's slot. */
+static int slot_linked(const struct kura_fs *fs, uint64_t ino)
+{
+	const struct kura_inode *s = slot_at(fs, ino);
+	if (s->mode)
+		return 0;
+	if (s->prev ? !slot_valid(fs, s->prev) || slot_at(fs, s->prev)->link != ino
+		    : fs_state(fs)->inode_free != ino)
+		return 0;
+	return !s->link || (slot_valid(fs, s->link) && slot_at(fs, s->link)->prev == ino);
+}
+
+static void slot_unlink(struct kura_fs *fs, uint64_t ino)
+{
+	const struct kura_inode *s = slot_at(fs, ino);
+	uint64_t prev = s->prev, next = s->link;
+	if (prev)
+		tx_write64(&fs->tx, INO_FIELD_OFF(prev, link), next);
+	else
+		tx_write64(&fs->tx, STATE_OFF(inode_free), next);
+	if (next)
+		tx_write64(&fs->tx, INO_FIELD_OFF(next, prev), prev);
 }
 
 int inode_alloc(struct kura_fs *fs, mode_t mode, uint64_t *out)
@@ -57,23 +100,44 @@ int inode_alloc(struct kura_fs *fs, mode_t mode, uint64_t *out)
 	if (!fs_state(fs)->inode_free && refill_slots(fs))
 		return fs->tx.err;
 	uint64_t ino = fs_state(fs)->inode_free;
-	uint64_t off = ino_off(ino);
-	/* ino itself is bounded: shifted, a huge one would wrap into range. */
-	if (ino >= (fs->nblocks << (KURA_BLOCK_SHIFT - INODE_SHIFT)) || off < block_off(fs->first_data_block))
+	if (!slot_valid(fs, ino))
 		return -EUCLEAN;
-	const struct kura_inode *slot = media_ptr(&fs->m, off);
-	if (slot->mode)
-		return -EUCLEAN; /* free list points at a live inode */
-	tx_write64(&fs->tx, STATE_OFF(inode_free), slot->link);
+	const struct kura_inode *slot = slot_at(fs, ino);
+	if (slot->mode || slot->prev)
+		return -EUCLEAN; /* free list points at a live inode, or its head is not one */
+	if (slot->link && (!slot_valid(fs, slot->link) || slot_at(fs, slot->link)->prev != ino))
+		return -EUCLEAN;
+	slot_unlink(fs, ino);
 	struct kura_inode n = { .mode = mode, .nlink = 1, .uid = fs->uid, .gid = fs->gid };
 	n.ctime = fs->op_time;
 	n.atime = n.mtime = n.ctime;
 	n.generation = (uint32_t)fs_state(fs)->next_generation;
 	tx_write64(&fs->tx, STATE_OFF(next_generation), fs_state(fs)->next_generation + 1);
-	tx_write(&fs->tx, off, &n, sizeof n);
+	tx_write(&fs->tx, ino_off(ino), &n, sizeof n);
 	count_type(fs, mode, +1);
 	*out = ino;
 	return fs->tx.err;
+}
+
+int inode_block_reclaim(struct kura_fs *fs, uint64_t block)
+{
+	uint64_t first = block_off(block) >> INODE_SHIFT;
+	/* Every slot free and properly linked; and some free slot elsewhere,
+	 * so a create right after a delete does not carve a new block (the
+	 * list is walked at most one block's length to find one). */
+	for (unsigned i = 0; i < INODES_PER_BLOCK; i++)
+		if (!slot_linked(fs, first + i))
+			return 0;
+	uint64_t ino = fs_state(fs)->inode_free;
+	unsigned steps = 0;
+	while (ino >= first && ino < first + INODES_PER_BLOCK && steps++ <= INODES_PER_BLOCK)
+		ino = slot_at(fs, ino)->link;
+	if (!ino || steps > INODES_PER_BLOCK)
+		return 0;
+	for (unsigned i = 0; i < INODES_PER_BLOCK; i++)
+		slot_unlink(fs, first + i);
+	alloc_free(fs, block);
+	return 1;
 }
 
 void inode_free(struct kura_fs *fs, uint64_t ino)
@@ -83,10 +147,21 @@ void inode_free(struct kura_fs *fs, uint64_t ino)
 		return;
 	mode_t mode = ip->mode;
 	bmap_free_range(fs, ino, 0, UINT64_MAX);
-	struct kura_inode z = { .link = fs_state(fs)->inode_free };
+	uint64_t head = fs_state(fs)->inode_free;
+	struct kura_inode z = { .link = head };
 	tx_write(&fs->tx, ino_off(ino), &z, sizeof z);
+	if (slot_valid(fs, head))
+		tx_write64(&fs->tx, INO_FIELD_OFF(head, prev), ino);
 	tx_write64(&fs->tx, STATE_OFF(inode_free), ino);
 	count_type(fs, mode, -1);
+	/* The slot's own block may now be empty; and a block kept empty because
+	 * its slots were the only free ones (then the old head is one of them)
+	 * is not needed any more.  So an empty inode block only ever exists
+	 * holding every free slot, which fsck checks. */
+	uint64_t own = ino_off(ino) >> KURA_BLOCK_SHIFT;
+	inode_block_reclaim(fs, own);
+	if (slot_valid(fs, head) && ino_off(head) >> KURA_BLOCK_SHIFT != own)
+		inode_block_reclaim(fs, ino_off(head) >> KURA_BLOCK_SHIFT);
 }
 
 void inode_touch(struct kura_fs *fs, uint64_t ino, int which)

@@ -2,8 +2,11 @@
  * inode.h — inode slots, the per-inode block map, and file data.
  *
  * Inode slots (128 bytes) live in blocks taken from the allocator, 32 to a
- * block, and are never returned to it; free slots form a list through
- * kura_inode.link headed in the state block, so allocation is O(1).
+ * block; free slots form a doubly linked list (kura_inode.link and .prev)
+ * headed in the state block, so allocation is O(1), and when the last inode
+ * of a block is freed the block's 32 slots leave the list in O(32) and the
+ * block goes back to the allocator (unless its slots are the only free
+ * ones, so create/delete in turn does not carve and free a block each time).
  *
  * Each inode maps file block numbers to pool blocks with a radix tree of
  * 512-entry nodes (height 0: the root is the single data block).  Data
@@ -41,8 +44,13 @@ const struct kura_inode *ino_get(const struct kura_fs *fs, uint64_t ino);
 	} while (0)
 
 int inode_alloc(struct kura_fs *fs, mode_t mode, uint64_t *ino);
-/* Frees data and slot (nlink must already be 0). */
+/* Frees data and slot (nlink must already be 0), and the slot's block if
+ * that leaves it empty. */
 void inode_free(struct kura_fs *fs, uint64_t ino);
+/* Gives an inode block whose slots are all free back to the allocator; 1 if
+ * it did (not when its slots are the only free ones, or the list around them
+ * is damaged). */
+int inode_block_reclaim(struct kura_fs *fs, uint64_t block);
 
 enum { TOUCH_A = 1, TOUCH_M = 2, TOUCH_C = 4 };
 void inode_touch(struct kura_fs *fs, uint64_t ino, int which);

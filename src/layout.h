@@ -1,5 +1,6 @@
 /*
- * layout.h — the on-pool format, version 1.
+ * layout.h — the on-pool format, version 2 (version 1 chained free inode
+ * slots one way only, so inode blocks could never be given back).
  *
  * The pool is an array of 4 KiB blocks:
  *
@@ -30,7 +31,7 @@
 #define KURA_BLOCK        4096u
 #define KURA_BLOCK_SHIFT  12
 #define KURA_MAGIC        0x4c4f4f5041525559ull /* "YURAPOOL" little-endian-ish tag */
-#define KURA_VERSION      1u
+#define KURA_VERSION      2u  /* 2: free inode slots doubly linked (kura_inode.prev), empty inode blocks freed */
 #define KURA_NAME_MAX     255u
 #define KURA_SYMLINK_MAX  4095u
 #define KURA_SYMLOOP_MAX  40
@@ -59,7 +60,7 @@ struct kura_super {
 
 struct kura_state {
 	uint64_t free_blocks;
-	uint64_t inode_free;      /* first free inode slot (chained through kura_inode.link) */
+	uint64_t inode_free;      /* first free inode slot (chained through kura_inode.link and .prev) */
 	uint64_t orphans;         /* first orphan inode (chained through kura_inode.link) */
 	uint64_t nfiles, ndirs, nsymlinks, norphans;
 	uint64_t next_generation;
@@ -96,7 +97,7 @@ struct kura_inode {
 	uint64_t parent;          /* dirs: parent directory's inode number */
 	uint64_t entries;         /* dirs: number of entries */
 	uint64_t link;            /* free slot: next free; orphan: next orphan */
-	uint64_t reserved;
+	uint64_t prev;            /* free slot: previous free (0: the list head), so a whole inode block can leave the list in O(1) per slot */
 };
 
 /* A block-map node holds 512 block numbers; 0 is a hole. */

@@ -218,8 +218,8 @@ static int remove_name(struct kura_fs *fs, uint64_t start, const char *path, int
 	if (want_dir) {
 		if (w.ino == fs->sb->root_ino)
 			return -EBUSY;
-		if (ip->entries)
-			return -ENOTEMPTY;
+		if ((err = dir_empty_check(fs, ip)))
+			return err;
 		INO_SET(fs, w.dir, nlink, dip->nlink - 1);
 	}
 	err = dir_remove(fs, w.dir, w.name, w.len);
@@ -373,6 +373,8 @@ ssize_t kura_readlinkat(kura_fs *fs, int dirfd, const char *path, char *buf, siz
 			ret = err;
 		else if (!S_ISLNK(ip->mode))
 			ret = -EINVAL;
+		else if (ip->size == 0 || ip->size > KURA_SYMLINK_MAX)
+			ret = -EUCLEAN; /* a damaged length must not send a caller growing its buffer forever */
 		else
 			ret = inode_read(fs, ip, buf, bufsiz < ip->size ? bufsiz : ip->size, 0);
 	});
@@ -476,8 +478,8 @@ static int do_rename(struct kura_fs *fs, uint64_t ostart, const char *oldpath, u
 				return -ENOTDIR;
 			if (!src_dir && tgt_dir)
 				return -EISDIR;
-			if (tgt_dir && tip->entries)
-				return -ENOTEMPTY;
+			if (tgt_dir && (err = dir_empty_check(fs, tip)))
+				return err;
 			if ((err = dir_retarget(fs, n.dir, n.name, n.len, o.ino, dtype_of(sip->mode))))
 				return err;
 			if (tgt_dir)

@@ -65,8 +65,14 @@ static int check_super(const struct kura_super *sb, uint64_t size, char *why, si
 		return -EUCLEAN;
 	}
 	if (sb->version != KURA_VERSION) {
-		snprintf(why, whylen, "unsupported format version %u (this kura reads version %u)", sb->version,
-			 KURA_VERSION);
+		if (sb->version < KURA_VERSION)
+			snprintf(why, whylen,
+				 "pool format version %u is older than this kura's (%u): export it with the kura that made "
+				 "it and import it into a new pool",
+				 sb->version, KURA_VERSION);
+		else
+			snprintf(why, whylen, "unsupported format version %u (this kura reads version %u)", sb->version,
+				 KURA_VERSION);
 		return -EPROTONOSUPPORT;
 	}
 	struct kura_super want;
@@ -216,7 +222,9 @@ int kura_mkfs(const char *path, uint64_t size, int force)
 	media_store(&m, root << INODE_SHIFT, &ri, sizeof ri);
 	for (unsigned i = 1; i < INODES_PER_BLOCK; i++) {
 		uint64_t next = i + 1 < INODES_PER_BLOCK ? root + i + 1 : 0;
+		uint64_t prev = i > 1 ? root + i - 1 : 0;
 		media_store64(&m, ((root + i) << INODE_SHIFT) + offsetof(struct kura_inode, link), next);
+		media_store64(&m, ((root + i) << INODE_SHIFT) + offsetof(struct kura_inode, prev), prev);
 	}
 	struct kura_state state = { .free_blocks = nblocks - used, .inode_free = root + 1, .ndirs = 1,
 				    .next_generation = 1 };
@@ -250,7 +258,10 @@ void orphan_add(struct kura_fs *fs, uint64_t ino)
 void orphan_remove(struct kura_fs *fs, uint64_t ino)
 {
 	uint64_t slot = STATE_OFF(orphans);
-	for (uint64_t n = 0, cur = fs_state(fs)->orphans; cur && n <= fs_state(fs)->norphans; n++) {
+	/* The counter is the pool's word: a cycle with a huge count must not
+	 * loop longer than there are inode slots. */
+	uint64_t limit = fs->nblocks << (KURA_BLOCK_SHIFT - INODE_SHIFT);
+	for (uint64_t n = 0, cur = fs_state(fs)->orphans; cur && n <= fs_state(fs)->norphans && n < limit; n++) {
 		const struct kura_inode *ip = ino_get(fs, cur);
 		if (!ip)
 			break;

@@ -15,6 +15,7 @@ static int drv_run(struct ex *x, const int *ops, int n)
 	static uint64_t number;
 	if (x->cfg.nshards > 1 && number++ % (uint64_t)x->cfg.nshards != (uint64_t)x->cfg.shard)
 		return 0;
+	wk_note_ops(ops, n);
 	int v = ex_workload(x, ops, n);
 	if (v < 0) {
 		x->st->violations++;
@@ -43,6 +44,10 @@ static const char *const drv_scenarios[] = {
 	/* 12: identities freed just before a crash are not handed out twice */
 	"unlink:B/foo,creat:baz,mkdir:D",
 	"unlink:foo,close:foo,close:foo-append,creat:baz,rmdir:A/C,mkdir:B/E",
+	/* space given back: an inode block freed and two buckets merged by one
+	 * unlink, then new identities; and the same through rename */
+	"unlink:G/solo,creat:baz,mkdir:D,unlink:B/foo",
+	"rename:G/solo:A/solo,unlink:A/bar,creat:A/C/new",
 };
 
 /* Every table entry alone, then the fixed scenarios. */
@@ -80,6 +85,7 @@ static int drv_fails(struct ex *x, const int *ops, int n)
 	x->st = &quiet;
 	x->cfg.stop_first = 1;
 	x->cfg.max_print = 0;
+	wk_note_ops(ops, n);
 	int v = ex_workload(x, ops, n);
 	x->st = saved;
 	x->cfg = c;

@@ -11,9 +11,12 @@
 #ifndef CRASH_WORK_H
 #define CRASH_WORK_H
 
+#include <errno.h>
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 #include "kura.h"
 #include "crash/util.h"
 
@@ -32,6 +35,11 @@ struct wk_op {
 	long off, len;    /* write/truncate/fallocate geometry; open flags in len for K_OPEN */
 	int mode;         /* fallocate mode, rename flags, chmod mode */
 };
+
+/* Names of 100 bytes (entries of 120): 26 of them overflow MERGE_LIMIT
+ * (3060 bytes of a bucket) by one entry, so removing any one merges. */
+#define WK_G_STEM "G/entry-of-a-hundred-bytes-entry-of-a-hundred-bytes-entry-of-a-hundred-bytes-entry-of-a-hundred"
+#define WK_G_SOLO WK_G_STEM "-solo"
 
 /* Slots after setup: 0 foo rw, 1 foo rw|append, 2 A/foo rw, 3 bar rw; 4 and 5
  * are filled by creat/open entries. */
@@ -97,6 +105,10 @@ static const struct wk_op wk_table[] = {
 	{ "close:foo-append", K_CLOSE, 0, 0, 1, 0, 0, 0 },
 	{ "open:foo:trunc", K_OPEN, "foo", 0, 4, 0, O_RDWR | O_TRUNC, 0 },
 	{ "open:A/bar:creat", K_OPEN, "A/bar", 0, 5, 0, O_RDWR | O_CREAT, 0 },
+	/* With the space setup (wk_setup_space): the last inode of an inode
+	 * block goes, so the block is freed, and G's two buckets merge. */
+	{ "unlink:G/solo", K_UNLINK, WK_G_SOLO, 0, 0, 0, 0, 0 },
+	{ "rename:G/solo:A/solo", K_RENAME, WK_G_SOLO, "A/solo", 0, 0, 0, 0 },
 };
 #define WK_NOPS ((int)(sizeof wk_table / sizeof wk_table[0]))
 
@@ -112,6 +124,60 @@ static void wk_pattern(char *buf, long len, int seq, long off)
 {
 	for (long i = 0; i < len; i++)
 		buf[i] = (char)('a' + (seq * 7 + (off + i) * 3 + (off + i) / 61) % 26);
+}
+
+/* Set for a workload that names G/ (wk_note_ops): the setup then also builds
+ * the state in which one unlink frees an inode block and merges buckets. */
+static int wk_space_setup;
+
+static CRASH_UNUSED void wk_note_ops(const int *ops, int n)
+{
+	wk_space_setup = 0;
+	for (int i = 0; i < n; i++)
+		wk_space_setup |= wk_table[ops[i]].a && !strncmp(wk_table[ops[i]].a, "G/", 2);
+}
+
+static int wk_create(kura_fs *fs, const char *path)
+{
+	int fd = kura_open(fs, path, O_CREAT | O_EXCL | O_RDWR, 0644);
+	if (fd < 0)
+		return fd;
+	kura_close(fs, fd);
+	return 0;
+}
+
+/* F holds fillers up to the end of the root's inode block (all but one,
+ * so a free slot stays outside the next block), G/solo is the only inode of
+ * the next block, and G holds solo plus 25 links to F/fill-1 in exactly two
+ * buckets (split at 35 entries, then cut back to 26, one above merging). */
+static int wk_setup_space(kura_fs *fs)
+{
+	struct stat st;
+	char name[256];
+	int err = kura_mkdir(fs, "F", 0755) | kura_mkdir(fs, "G", 0755) | kura_stat(fs, "/", &st);
+	uint64_t root_block = (uint64_t)st.st_ino / 32;
+	for (int i = 0; !err && i < 40; i++) {
+		snprintf(name, sizeof name, "F/fill-%d", i);
+		if ((err = wk_create(fs, name)) || (err = kura_stat(fs, name, &st)))
+			break;
+		if ((uint64_t)st.st_ino / 32 != root_block) {
+			err = kura_rename(fs, name, WK_G_SOLO, 0) | kura_unlink(fs, "F/fill-0");
+			break;
+		}
+	}
+	for (int i = 0; !err && i < 34; i++) {
+		snprintf(name, sizeof name, "%s-%02d", WK_G_STEM, i);
+		err = kura_link(fs, "F/fill-1", name);
+	}
+	if (!err && (err = kura_stat(fs, "G", &st)) == 0 && st.st_blocks != 3 * 8)
+		err = -EAGAIN; /* not one split into two buckets: the hash placed 35 names oddly */
+	for (int i = 34; !err && i-- > 25;) {
+		snprintf(name, sizeof name, "%s-%02d", WK_G_STEM, i);
+		err = kura_unlink(fs, name);
+	}
+	if (!err && (err = kura_stat(fs, "G", &st)) == 0 && st.st_blocks != 3 * 8)
+		err = -EAGAIN;
+	return err;
 }
 
 static int wk_setup(kura_fs *fs, struct wk_ctx *c)
@@ -140,6 +206,8 @@ static int wk_setup(kura_fs *fs, struct wk_ctx *c)
 	c->fd[2] = kura_open(fs, "A/foo", O_RDWR, 0);
 	c->fd[3] = kura_open(fs, "bar", O_RDWR, 0);
 	c->seq = 0;
+	if (!err && wk_space_setup)
+		err = wk_setup_space(fs);
 	return err ? -EIO : 0;
 }
 
