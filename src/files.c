@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include "alloc.h"
 #include "api.h"
+#include "creds.h"
 #include "dir.h"
 #include "inode.h"
 #include "ofile.h"
@@ -52,13 +53,6 @@ int kura_unmount(kura_fs *fs)
 		return -EINVAL;
 	ofile_detach(fs);
 	fs_close(fs);
-	return 0;
-}
-
-int kura_set_creds(kura_fs *fs, uid_t uid, gid_t gid)
-{
-	fs->uid = uid;
-	fs->gid = gid;
 	return 0;
 }
 
@@ -140,12 +134,13 @@ static int open_existing(struct kura_fs *fs, uint64_t ino, int flags, int creat_
 		mask |= W_OK;
 	if ((err = perm_check(fs, ip, mask)))
 		return err;
+	if ((flags & O_NOATIME) && !creds_owner(creds_of(fs), ip))
+		return -EPERM;
 	/* Linux truncates on O_TRUNC even for O_RDONLY (write permission permitting). */
 	if ((flags & O_TRUNC) && S_ISREG(ip->mode)) {
 		if (fs->read_only)
 			return -EROFS;
-		if (ip->size && (err = inode_truncate(fs, ino, 0)))
-			return err;
+		return truncate_ino(fs, ino, 0, 0);
 	}
 	return 0;
 }
@@ -176,10 +171,12 @@ static int do_tmpfile(struct kura_fs *fs, const struct open_req *rq, uint64_t *o
 	if ((err = perm_check(fs, dip, W_OK | X_OK)))
 		return err;
 	uint64_t ino;
-	if ((err = inode_alloc(fs, S_IFREG | (rq->mode & 07777), &ino)))
+	gid_t gid;
+	mode_t mode = creds_new_mode(fs, dip, S_IFREG | (rq->mode & 07777), &gid);
+	if ((err = inode_alloc(fs, mode, &ino)))
 		return err;
-	if (dip->mode & S_ISGID)
-		INO_SET(fs, ino, gid, dip->gid); /* as create_at */
+	if (gid != creds_of(fs)->fsgid)
+		INO_SET(fs, ino, gid, gid); /* as create_at */
 	/* Born an orphan: a crash before linkat or the last close frees it at
 	 * the next lone mount, like any unlinked-but-open file. */
 	INO_SET(fs, ino, nlink, 0);
@@ -416,10 +413,8 @@ static ssize_t write_at(struct kura_fs *fs, struct ofile *of, const void *buf, s
 	else {
 		if (append)
 			*off = ip->size;
+		kill_privs(fs, of->ino, ip);
 		ret = inode_write(fs, of->ino, buf, count, *off);
-		/* Linux clears set-id bits when an unprivileged process writes. */
-		if (ret > 0 && fs->uid != 0 && (ip->mode & (S_ISUID | S_ISGID)))
-			INO_SET(fs, of->ino, mode, ip->mode & ~(mode_t)(S_ISUID | S_ISGID));
 	}
 	int end = fs_end(fs, ret < 0 ? (int)ret : 0);
 	return end < 0 ? end : ret;
@@ -551,7 +546,7 @@ int kura_ftruncate(kura_fs *fs, int fd, off_t length)
 		/* Linux: EINVAL for anything not a regular file open for writing. */
 		err = regular_writable(fs, of) ? -EINVAL : 0;
 		if (!err)
-			err = inode_truncate(fs, of->ino, (uint64_t)length);
+			err = truncate_ino(fs, of->ino, (uint64_t)length, 0);
 		err = fs_end(fs, err);
 	}
 	ofile_put(fs, of);
@@ -631,6 +626,8 @@ int kura_fchown(kura_fs *fs, int fd, uid_t uid, gid_t gid)
 
 int kura_futimens(kura_fs *fs, int fd, const struct timespec times[2])
 {
+	if (times && times[0].tv_nsec == UTIME_OMIT && times[1].tv_nsec == UTIME_OMIT)
+		return 0; /* as Linux, whatever fd is */
 	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;

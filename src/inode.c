@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 #include "alloc.h"
+#include "creds.h"
 #include "fault.h"
 #include "inode.h"
 
@@ -65,7 +66,8 @@ int inode_alloc(struct kura_fs *fs, mode_t mode, uint64_t *out)
 	if (slot->mode)
 		return -EUCLEAN; /* free list points at a live inode */
 	tx_write64(&fs->tx, STATE_OFF(inode_free), slot->link);
-	struct kura_inode n = { .mode = mode, .nlink = 1, .uid = fs->uid, .gid = fs->gid };
+	const struct kura_creds *c = creds_of(fs);
+	struct kura_inode n = { .mode = mode, .nlink = 1, .uid = c->fsuid, .gid = c->fsgid };
 	n.ctime = fs->op_time;
 	n.atime = n.mtime = n.ctime;
 	n.generation = (uint32_t)fs_state(fs)->next_generation;

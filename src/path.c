@@ -10,24 +10,6 @@
 #include "inode.h"
 #include "path.h"
 
-int perm_check(const struct kura_fs *fs, const struct kura_inode *ip, int mask)
-{
-	if (fs->uid == 0) {
-		/* root may do anything except execute what nobody may execute */
-		if ((mask & X_OK) && !S_ISDIR(ip->mode) && !(ip->mode & 0111))
-			return -EACCES;
-		return 0;
-	}
-	unsigned bits;
-	if (ip->uid == fs->uid)
-		bits = (ip->mode >> 6) & 7;
-	else if (ip->gid == fs->gid)
-		bits = (ip->mode >> 3) & 7;
-	else
-		bits = ip->mode & 7;
-	return (bits & (unsigned)mask) == (unsigned)mask ? 0 : -EACCES;
-}
-
 static unsigned dtype_of(mode_t mode)
 {
 	return S_ISDIR(mode) ? DT_DIR : S_ISLNK(mode) ? DT_LNK : DT_REG;
@@ -125,6 +107,8 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 			p++;
 		int last = !*p;
 		int err = perm_check(fs, dip, X_OK);
+		if (err)
+			return err;
 		if (len > KURA_NAME_MAX) {
 			/* rename resolves both parents before it judges either name */
 			if (!last || (flags & (WALK_PARENT | WALK_DEFER_LONG)) != (WALK_PARENT | WALK_DEFER_LONG))
@@ -133,8 +117,6 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 			w->toolong = 1;
 			return 0;
 		}
-		if (err)
-			return err;
 		uint64_t child;
 		unsigned type;
 		int dot = (len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.');

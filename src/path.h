@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "creds.h" /* perm_check, for every caller of path_walk */
 #include "fs.h"
 
 enum {
@@ -30,7 +31,5 @@ struct walk {
  * absolute symlink targets always start at the root. */
 int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int flags, struct walk *w);
 
-/* mask: R_OK|W_OK|X_OK.  0 or -EACCES. */
-int perm_check(const struct kura_fs *fs, const struct kura_inode *ip, int mask);
 
 #endif

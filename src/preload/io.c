@@ -127,8 +127,8 @@ static int do_openat(int dirfd, const char *path, int flags, mode_t mode)
 	kp_config();
 	if (kp_inside)
 		return kp_relocate(REAL(openat)(dirfd, path, flags, mode));
-	if (kp_nmounts == 0 || !KP_NN(path))
-		return REAL(openat)(dirfd, path, flags, mode);
+	if (kp_nmounts == 0 || !KP_PATH_OK(path))
+		return REAL(openat)(dirfd, path, flags, mode); /* the kernel's EFAULT or ENAMETOOLONG */
 	if (path[0] == '/' && (path[1] == 'p' || path[1] == 'd')) {
 		int pfd = kp_procfd(path);
 		if (pfd >= 0)
@@ -828,10 +828,12 @@ static void *private_copy(void *addr, size_t len, int prot, int flags, struct kp
 KP_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	struct kp_fd *e = (flags & MAP_ANONYMOUS) ? NULL : kp_get(fd);
-	if (!e)
-		return REAL(mmap)(addr, len, prot, flags, fd, off);
-	if ((flags & MAP_TYPE) == MAP_PRIVATE)
-		return private_copy(addr, len, prot, flags, e, off);
+	if (!e || (flags & MAP_TYPE) == MAP_PRIVATE) {
+		void *p = e ? private_copy(addr, len, prot, flags, e, off) : REAL(mmap)(addr, len, prot, flags, fd, off);
+		if (flags & MAP_FIXED)
+			kp_map_fixed(); /* it may have replaced readable pages */
+		return p;
+	}
 	kp_unsupported("mmap MAP_SHARED", ENODEV);
 	return MAP_FAILED;
 }

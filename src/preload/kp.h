@@ -55,6 +55,14 @@
 		q_ != NULL;                      \
 	})
 
+/* 0 if path is a string the layer may read (readable up to its NUL,
+ * shorter than PATH_MAX), else what the kernel answers for it: -EFAULT or
+ * -ENAMETOOLONG (argcheck.c). */
+int kp_path_arg(const char *path);
+#define KP_PATH_OK(p) (kp_path_arg(p) == 0)
+/* mmap with MAP_FIXED may have replaced readable pages. */
+void kp_map_fixed(void);
+
 /* Set errno from a kura result (negative errno) and return -1, or pass the
  * non-negative result through. */
 static inline long kp_ret(long r)
@@ -92,6 +100,23 @@ void kp_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern int kp_debug_on;
 /* The pid cached at init and refreshed in fork children. */
 extern pid_t kp_pid;
+
+/* ---- credentials (creds.c) ---- */
+
+/* Reads the process's credentials (the constructor; idempotent). */
+void kp_creds_init(void);
+/* Brings this thread's copy, which the engine checks calls against, up to
+ * date with credential changes made since; cheap when there were none. */
+extern unsigned kp_creds_gen;
+extern __thread unsigned kp_creds_seen;
+void kp_creds_refresh(void);
+static inline void kp_creds_sync(void)
+{
+	if (__builtin_expect(kp_creds_seen != __atomic_load_n(&kp_creds_gen, __ATOMIC_ACQUIRE), 0))
+		kp_creds_refresh();
+}
+void kp_creds_fork_prepare(void);
+void kp_creds_fork_done(void);
 
 /* ---- descriptor table (fdtab.c) ---- */
 

@@ -69,12 +69,25 @@ void kp_to_statfs(const struct statvfs *sv, struct statfs *sf);
 	if (!fs)                                                  \
 		return -1
 #define KDIR(kp, dirfd) ((kp).where == KP_KERNEL ? (dirfd) : AT_FDCWD)
+/* AT_EMPTY_PATH with AT_FDCWD names the working directory, which the
+ * kernel does not know when it is a virtual one. */
+#define EMPTY_AT_CWD(dirfd, path, flags) \
+	((flags) & AT_EMPTY_PATH && (dirfd) == AT_FDCWD && kp_vcwd[0] && KP_PATH_OK(path) && !*(path) ? "." : (path))
+
+/* What the kernel answers for an unusable path argument (unreadable, too
+ * long, or empty where that is not allowed), 0 for a usable one. */
+static int bad_arg(const char *p, int empty_ok)
+{
+	int r = kp_path_arg(p);
+	return r ? r : !*p && !empty_ok ? -ENOENT : 0;
+}
 
 /* ---- stat family ---- */
 
 static int kstatat(int dirfd, const char *path, struct stat *st, int flags, int (*realf)(int, const char *, struct stat *, int))
 {
-	int pfd = KP_NN(path) ? kp_procfd(path) : -1;
+	path = EMPTY_AT_CWD(dirfd, path, flags);
+	int pfd = KP_PATH_OK(path) ? kp_procfd(path) : -1;
 	if (pfd >= 0 && !(flags & AT_SYMLINK_NOFOLLOW))
 		return fstat(pfd, st);
 	RESOLVE(dirfd, path, kp);
@@ -105,7 +118,8 @@ KP_EXPORT int __fxstatat64(int v, int d, const char *p, struct stat64 *st, int f
 
 KP_EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *sx)
 {
-	int pfd = KP_NN(path) && !(flags & AT_SYMLINK_NOFOLLOW) ? kp_procfd(path) : -1;
+	path = EMPTY_AT_CWD(dirfd, path, flags);
+	int pfd = KP_PATH_OK(path) && !(flags & AT_SYMLINK_NOFOLLOW) ? kp_procfd(path) : -1;
 	struct stat st;
 	int r;
 	if (pfd >= 0) {
@@ -146,6 +160,7 @@ KP_EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask, struc
 
 KP_EXPORT int faccessat(int dirfd, const char *path, int mode, int flags)
 {
+	path = EMPTY_AT_CWD(dirfd, path, flags);
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
 		return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
@@ -292,6 +307,9 @@ KP_EXPORT int renameat2(int od, const char *op, int nd, const char *np, unsigned
 		return r;
 	}
 	if (a.where != KP_KURA || b.where != KP_KURA || a.mnt != b.mnt) {
+		int r = bad_arg(op, 0);
+		if (r || (r = bad_arg(np, 0)))
+			return (int)kp_ret(r); /* what the kernel says first */
 		errno = EXDEV; /* unless a host symlink leads the other name in too */
 		if (host_pair(&a, od, 0, &b, nd))
 			goto b_again;
@@ -317,12 +335,24 @@ KP_EXPORT int rename(const char *op, const char *np)
 	return renameat2(AT_FDCWD, KPATH(a, op), AT_FDCWD, KPATH(b, np), 0);
 }
 
+/* A link between two file systems: Linux looks the old name up and the
+ * new one's place (EEXIST) before it refuses the crossing. */
+static int cross_link(int od, const char *op, int nd, const char *np, int flags)
+{
+	struct stat st;
+	int fl = (flags & AT_SYMLINK_FOLLOW ? 0 : AT_SYMLINK_NOFOLLOW) | (flags & AT_EMPTY_PATH);
+	if (fstatat(od, op, &st, fl) < 0)
+		return -1;
+	errno = fstatat(nd, np, &st, AT_SYMLINK_NOFOLLOW) == 0 ? EEXIST : EXDEV;
+	return -1;
+}
+
 KP_EXPORT int linkat(int od, const char *op, int nd, const char *np, int flags)
 {
 	/* linkat(AT_FDCWD, "/proc/self/fd/N", ..., AT_SYMLINK_FOLLOW) is how
 	 * programs name an O_TMPFILE file without CAP_DAC_READ_SEARCH: it
 	 * links the descriptor's file, as AT_EMPTY_PATH does. */
-	int pfd = KP_NN(op) && (flags & AT_SYMLINK_FOLLOW) ? kp_procfd(op) : -1;
+	int pfd = KP_PATH_OK(op) && (flags & AT_SYMLINK_FOLLOW) ? kp_procfd(op) : -1;
 	if (pfd >= 0) {
 		od = pfd;
 		op = "";
@@ -337,10 +367,13 @@ KP_EXPORT int linkat(int od, const char *op, int nd, const char *np, int flags)
 		return r;
 	}
 	if (a.where != KP_KURA || b.where != KP_KURA || a.mnt != b.mnt) {
+		int r = bad_arg(op, flags & AT_EMPTY_PATH);
+		if (r || (r = bad_arg(np, 0)))
+			return (int)kp_ret(r);
 		errno = EXDEV;
 		if (host_pair(&a, od, flags & AT_SYMLINK_FOLLOW, &b, nd))
 			goto b_again;
-		return -1;
+		return errno == EXDEV ? cross_link(od, op, nd, np, flags) : -1;
 	}
 	KFS(a);
 	int r = kura_linkat(fs, a.kdirfd, a.p, b.kdirfd, b.p, flags);
@@ -366,6 +399,9 @@ KP_EXPORT int symlinkat(const char *target, int dirfd, const char *path)
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
 		return (int)KP_KERNEL_CALL(kp, dirfd, 0, REAL(symlinkat)(target, KDIR(kp, dirfd), kp.p));
+	int bad = kp_path_arg(target); /* the kernel reads the target first */
+	if (bad)
+		return (int)kp_ret(bad);
 	KFS(kp);
 	return (int)kp_ret(KP_ENGINE(kp, 0, kura_symlinkat(fs, target, kp.kdirfd, kp.p)));
 }
@@ -379,7 +415,7 @@ KP_EXPORT int symlink(const char *target, const char *p)
 
 KP_EXPORT ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t n)
 {
-	int pfd = KP_NN(path) ? kp_procfd(path) : -1;
+	int pfd = KP_PATH_OK(path) ? kp_procfd(path) : -1;
 	if (pfd >= 0) {
 		/* What the kernel shows for a descriptor: the path it was opened
 		 * by, marked as Linux marks a file unlinked since. */
@@ -405,7 +441,7 @@ KP_EXPORT ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t n)
 KP_EXPORT ssize_t readlink(const char *p, char *buf, size_t n)
 {
 	RESOLVE(AT_FDCWD, p, kp);
-	if (kp.where == KP_KERNEL && kp_procfd(p) < 0)
+	if (kp.where == KP_KERNEL && (!KP_PATH_OK(p) || kp_procfd(p) < 0))
 		return KP_KERNEL_CALL(kp, AT_FDCWD, 0, REAL(readlink)(p, buf, n));
 	return readlinkat(AT_FDCWD, KPATH(kp, p), buf, n);
 }
@@ -416,6 +452,7 @@ KP_EXPORT ssize_t __readlinkat_chk(int d, const char *p, char *buf, size_t n, si
 
 KP_EXPORT int fchmodat(int dirfd, const char *path, mode_t mode, int flags)
 {
+	path = EMPTY_AT_CWD(dirfd, path, flags);
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
 		return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
@@ -434,6 +471,7 @@ KP_EXPORT int lchmod(const char *p, mode_t m) { return fchmodat(AT_FDCWD, p, m, 
 
 KP_EXPORT int fchownat(int dirfd, const char *path, uid_t u, gid_t g, int flags)
 {
+	path = EMPTY_AT_CWD(dirfd, path, flags);
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
 		return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
@@ -458,8 +496,11 @@ KP_EXPORT int lchown(const char *p, uid_t u, gid_t g)
 
 KP_EXPORT int utimensat(int dirfd, const char *path, const struct timespec t[2], int flags)
 {
-	if (!KP_NN(path)) /* futimens is utimensat(fd, NULL, ...) in the kernel ABI */
-		return futimens(dirfd, t);
+	if (!KP_NN(path)) { /* glibc's answer: futimens is not reached this way */
+		errno = EINVAL;
+		return -1;
+	}
+	path = EMPTY_AT_CWD(dirfd, path, flags);
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
 		return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
@@ -485,8 +526,19 @@ KP_EXPORT int utimes(const char *p, const struct timeval tv[2])
 		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 1, REAL(utimes)(kp.p, tv));
 	return tv_utimes(AT_FDCWD, KPATH(kp, p), tv, 0);
 }
-KP_EXPORT int lutimes(const char *p, const struct timeval tv[2]) { return tv_utimes(AT_FDCWD, p, tv, AT_SYMLINK_NOFOLLOW); }
-KP_EXPORT int futimesat(int d, const char *p, const struct timeval tv[2]) { return tv_utimes(d, p, tv, 0); }
+KP_EXPORT int lutimes(const char *p, const struct timeval tv[2])
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	if (kp.where != KP_KURA)
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 0, REAL(lutimes)(kp.p, tv));
+	return tv_utimes(AT_FDCWD, KPATH(kp, p), tv, AT_SYMLINK_NOFOLLOW);
+}
+KP_EXPORT int futimesat(int d, const char *p, const struct timeval tv[2])
+{
+	if (!KP_NN(p)) /* the descriptor's own file, as Linux */
+		return futimes(d, tv);
+	return tv_utimes(d, p, tv, 0);
+}
 KP_EXPORT int utime(const char *p, const struct utimbuf *ub)
 {
 	RESOLVE(AT_FDCWD, p, kp);

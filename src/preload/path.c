@@ -117,6 +117,69 @@ static int classify_abs(struct kp_path *out, int orig_is_exact)
 	return 0;
 }
 
+/* Linux judges a path's last component before it resolves it: "d/." and
+ * "d/.." are names of kinds of their own (rmdir answers EINVAL and
+ * ENOTEMPTY, rename EBUSY, mkdir EEXIST), and a trailing slash asks for a
+ * directory.  Lexical normalisation would drop all three, so the absolute
+ * path src (writable, possibly longer than PATH_MAX before normalisation)
+ * is normalised into out->buf and classified (as classify_abs), and then
+ * the form of its last component is put back on the path the call uses;
+ * the host form stays normalised.  A ".." that climbs out of a pool's root
+ * leaves it: that stays the parent, as the kernel gives. */
+static int classify_norm(struct kp_path *out, char *src, int orig_is_exact)
+{
+	size_t l = strlen(src);
+	int slash = l > 1 && src[l - 1] == '/';
+	while (l > 1 && src[l - 1] == '/')
+		l--;
+	size_t s = l;
+	while (s > 0 && src[s - 1] != '/')
+		s--;
+	int dot = l - s == 1 && src[s] == '.', dotdot = l - s == 2 && src[s] == '.' && src[s + 1] == '.';
+	const char *suffix = dot ? "/." : dotdot ? "/.." : slash ? "/" : "";
+	if (dotdot)
+		src[s] = '\0'; /* the directory ".." is taken in */
+	kp_normalise(src);
+	size_t dl = strlen(src);
+	if (dl >= sizeof out->buf || (dotdot && dl + 3 >= sizeof out->buf))
+		return -ENAMETOOLONG;
+	memcpy(out->buf, src, dl + 1);
+	if (dotdot) {
+		strcpy(out->buf + dl, "/..");
+		kp_normalise(out->buf);
+	}
+	classify_abs(out, orig_is_exact);
+	if (!*suffix)
+		return 0;
+	int m = kp_mount_of(src);
+	if (dotdot && (m < 0 ? out->where == KP_KURA : m != out->mnt || !src[kp_mounts[m].plen]))
+		return 0;
+	if (!dotdot)
+		dl = strlen(out->buf);
+	if (!strcmp(src, "/"))
+		suffix++;
+	if (dl + strlen(suffix) >= sizeof out->buf)
+		return -ENAMETOOLONG;
+	memcpy(out->buf, src, dl);
+	strcpy(out->buf + dl, suffix);
+	out->p = out->where == KP_KURA ? out->buf + kp_mounts[out->mnt].plen : out->buf;
+	return 0;
+}
+
+/* base + "/" + path, classified by classify_norm: a relative path too long
+ * to join may still name a file the kernel would find from the directory,
+ * once "." and ".." are taken out. */
+static int classify_join(struct kp_path *out, const char *base, const char *path, int orig_is_exact)
+{
+	char big[2 * PATH_MAX + 2];
+	size_t la = strnlen(base, PATH_MAX), lb = strnlen(path, PATH_MAX);
+	memcpy(big, base, la);
+	big[la] = '/';
+	memcpy(big + la + 1, path, lb);
+	big[la + 1 + lb] = '\0';
+	return classify_norm(out, big, orig_is_exact);
+}
+
 /* Whether the last component of a prefix is a component of p: only then
  * can a lexical step of p lie under the prefix.  A path that does not is
  * the kernel's alone, and goes to it as given: it resolves ".." after a
@@ -155,6 +218,14 @@ int kp_classify(int dirfd, const char *path, struct kp_path *out)
 	out->host[0] = '\0';
 	if (kp_inside || !path || kp_nmounts == 0)
 		return 0;
+	/* Unreadable or too long: the kernel says so (EFAULT, ENAMETOOLONG),
+	 * after any check of the call's other arguments it makes first. */
+	if (kp_path_arg(path))
+		return 0;
+	/* Empty: ENOENT, unless the call takes AT_EMPTY_PATH and dirfd is a
+	 * kura descriptor (then it is the engine's). */
+	if (!*path && !kp_get(dirfd))
+		return 0;
 	if (path[0] == '/') {
 		if (!needs_norm(path)) {
 			int m = kp_mount_of(path);
@@ -175,20 +246,16 @@ int kp_classify(int dirfd, const char *path, struct kp_path *out)
 		size_t l = strlen(path);
 		if (l >= PATH_MAX)
 			return -ENAMETOOLONG;
-		memcpy(out->buf, path, l + 1);
-		kp_normalise(out->buf);
-		classify_abs(out, 1);
+		char src[PATH_MAX];
+		memcpy(src, path, l + 1);
+		int r = classify_norm(out, src, 1);
 		if (out->where == KP_KERNEL && !names_prefix(path))
 			out->p = path;
-		return 0;
+		return r;
 	}
 	if (dirfd == AT_FDCWD) {
 		if (kp_vcwd[0]) {
-			int r = join(out->buf, kp_vcwd, path);
-			if (r)
-				return r;
-			kp_normalise(out->buf);
-			return classify_abs(out, 0);
+			return classify_join(out, kp_vcwd, path, 0);
 		}
 		if (!real_cwd_known)
 			refresh_real_cwd();
@@ -202,14 +269,14 @@ int kp_classify(int dirfd, const char *path, struct kp_path *out)
 				(cl == 1 || kp_mounts[i].prefix[cl] == '/');
 		if (!above && !has_dotdot(path))
 			return 0;
-		if (join(out->buf, real_cwd, path))
+		char src[PATH_MAX];
+		if (join(src, real_cwd, path))
 			return 0;
-		int named = names_prefix(out->buf);
-		kp_normalise(out->buf);
-		classify_abs(out, 1);
+		int named = names_prefix(src);
+		int r = classify_norm(out, src, 1);
 		if (out->where == KP_KERNEL && !named)
 			out->p = path;
-		return 0;
+		return r;
 	}
 	struct kp_fd *e = kp_get(dirfd);
 	if (!e)
@@ -236,11 +303,7 @@ int kp_classify(int dirfd, const char *path, struct kp_path *out)
 	char host[PATH_MAX];
 	if (snprintf(host, sizeof host, "%s%s", kp_mounts[e->mnt].prefix, dir) >= (int)sizeof host)
 		return -ENAMETOOLONG;
-	r = join(out->buf, host, path);
-	if (r)
-		return r;
-	kp_normalise(out->buf);
-	return classify_abs(out, 0);
+	return classify_join(out, host, path, 0);
 }
 
 /* "/proc/<pid>/fd/N": ours only for this process's own pid (another
@@ -297,6 +360,19 @@ static int set_vcwd(const char *host)
 
 static int kura_realpath(const char *in, char *out);
 
+/* The host form of a kura path is normalised; what its last component
+ * asks ("file/.", "file/..", "file/") is checked by the engine first. */
+static int check_last_form(const struct kp_path *kp)
+{
+	size_t l = strlen(kp->p);
+	if (kp->where != KP_KURA || !l || (kp->p[l - 1] != '.' && kp->p[l - 1] != '/'))
+		return 0;
+	kura_fs *fs = kp_fs(kp->mnt);
+	struct stat st;
+	int r = fs ? kura_fstatat(fs, kp->kdirfd, kp->p, &st, 0) : -errno;
+	return r == KURA_ESCAPED ? 0 : r;
+}
+
 KP_EXPORT int chdir(const char *path)
 {
 	struct kp_path kp;
@@ -308,7 +384,8 @@ again:
 	if (kp.where == KP_KURA && kp.host[0]) {
 		/* Linux's cwd is the directory itself, not the symlinks that led
 		 * there, and those may lead out of the pool. */
-		if ((r = kura_realpath(kp.host, phys)) || (r = kp_classify(AT_FDCWD, phys, &kp)))
+		if ((r = check_last_form(&kp)) || (r = kura_realpath(kp.host, phys)) ||
+		    (r = kp_classify(AT_FDCWD, phys, &kp)))
 			return (int)kp_ret(r);
 	}
 	if (kp.where != KP_KURA) {
@@ -675,7 +752,8 @@ KP_EXPORT char *realpath(const char *path, char *resolved)
 			return res;
 	}
 	char out[PATH_MAX];
-	r = kura_realpath(kp.host, out);
+	if (!(r = check_last_form(&kp)))
+		r = kura_realpath(kp.host, out);
 	if (r) {
 		errno = -r;
 		return NULL;

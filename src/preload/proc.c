@@ -215,7 +215,7 @@ static void add_fd(int fd, struct kp_fd *e, void *arg)
 static int preloadable(int fd, const char *path)
 {
 	int own = 0;
-	if (path && *path) {
+	if (path && KP_PATH_OK(path) && *path) {
 		fd = REAL(openat)(fd, path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			return 1;
