@@ -570,8 +570,10 @@ int kura_fallocate(kura_fs *fs, int fd, int mode, off_t offset, off_t len)
 	int err = fs_begin(fs);
 	if (!err) {
 		err = regular_writable(fs, of);
-		if (!err)
+		if (!err) {
+			kill_privs(fs, of->ino, ino_get(fs, of->ino));
 			err = inode_fallocate(fs, of->ino, mode, (uint64_t)offset, (uint64_t)len);
+		}
 		err = fs_end(fs, err);
 	}
 	ofile_put(fs, of);

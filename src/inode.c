@@ -415,6 +415,7 @@ int inode_fallocate(struct kura_fs *fs, uint64_t ino, int mode, uint64_t off, ui
 		return -EFBIG;
 	uint64_t end = off + len;
 	int keep = mode & FALLOC_FL_KEEP_SIZE;
+	int grow = !keep && end > ip->size; /* ip reads the pool, which the size update below changes */
 	if (mode & FALLOC_FL_PUNCH_HOLE) {
 		uint64_t size = ip->size;
 		if (off < size)
@@ -434,10 +435,9 @@ int inode_fallocate(struct kura_fs *fs, uint64_t ino, int mode, uint64_t off, ui
 			bmap_set(fs, ino, fb, nb);
 		}
 	}
-	if (!keep && end > ip->size)
+	if (grow)
 		INO_SET(fs, ino, size, end);
-	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE) || (!keep && end > ip->size))
-		inode_touch(fs, ino, TOUCH_M | TOUCH_C);
+	inode_touch(fs, ino, TOUCH_M | TOUCH_C); /* Linux's file_modified, whatever the mode */
 	return fs->tx.err;
 }
 
