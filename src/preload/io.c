@@ -83,6 +83,12 @@ int kp_open_path(struct kp_path *kp, int flags, mode_t mode)
 		flags = (flags & ~(O_PATH | O_ACCMODE)) | O_RDONLY;
 	if ((flags & O_CREAT) || tmpfile)
 		mode &= ~cur_umask();
+	int acc = flags & O_ACCMODE;
+	if (!tmpfile && (acc != O_RDONLY || (flags & O_TRUNC)) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL)) {
+		int busy = kp_exec_check_write(kp->mnt, kp->kdirfd, kp->p, open_follows(flags), acc);
+		if (busy)
+			return (int)kp_ret(busy);
+	}
 	int kfd = kura_openat(fs, kp->kdirfd, kp->p, flags & ~O_CLOEXEC, mode);
 	if (kfd == KURA_ESCAPED)
 		return open_escaped(kp, flags0, mode0);
@@ -116,7 +122,16 @@ static int reopen_fd(int pfd, int flags, mode_t mode)
 	}
 	if (flags & O_PATH)
 		flags = (flags & ~(O_PATH | O_ACCMODE)) | O_RDONLY;
-	int kfd = kura_reopen(FS(e), e->kfd, flags & ~(O_CLOEXEC | O_NOFOLLOW));
+	int64_t ino = kura_fd_ino(FS(e), e->kfd);
+	int writes = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
+	int busy = writes && ino > 0 && kp_exec_busy(e->mnt, (uint64_t)ino);
+	/* When busy, opened (without truncating) only for the errors Linux
+	 * reports before ETXTBSY. */
+	int kfd = kura_reopen(FS(e), e->kfd, (flags & ~(O_CLOEXEC | O_NOFOLLOW)) & ~(busy ? O_TRUNC : 0));
+	if (kfd >= 0 && busy) {
+		kura_close(FS(e), kfd);
+		kfd = -ETXTBSY;
+	}
 	if (kfd < 0)
 		return (int)kp_ret(kfd);
 	return kp_install(e->mnt, kfd, flags & O_CLOEXEC, e->path, e->isdir);

@@ -225,6 +225,41 @@ void kp_lock_fork_prepare(void);
 void kp_lock_fork_parent(void);
 void kp_lock_fork_child(void);
 
+/* ---- pool files being executed (txtbsy.c) ----
+ * Linux refuses to write (ETXTBSY) a file some process is executing, and
+ * to execute a file open for writing.  A process executing a pool file
+ * runs a copy of it; the table, in the pool's lock table, names the pool
+ * file, the process and the copy (a memfd), which /proc/PID/exe shows
+ * while the program runs. */
+struct kp_exec_rec {
+	uint64_t ino;        /* pool inode; 0: free */
+	uint64_t kdev, kino; /* the copy's identity */
+	int32_t pid, fd;     /* the executing process, and its descriptor of the copy until exec */
+};
+#define KP_EXECS 256
+struct kp_exec_table {
+	uint32_t n; /* records in use: with none, writers look no further */
+	uint32_t pad;
+	struct kp_exec_rec rec[KP_EXECS];
+};
+/* lock.c: mount m's table (NULL if there can be none) and its mutex. */
+struct kp_exec_table *kp_lock_exec_table(int m);
+void kp_lock_exec_lock(int m);
+void kp_lock_exec_unlock(int m);
+/* This process is about to execute pool inode ino of mount m from its
+ * copy mfd: returns a mark for kp_exec_unmark (after a failed exec), 0 if
+ * none could be made. */
+int kp_exec_mark(int m, uint64_t ino, int mfd);
+void kp_exec_unmark(int m, int mark);
+/* 1 if a process runs pool inode ino of mount m. */
+int kp_exec_busy(int m, uint64_t ino);
+/* 1 if this process has pool inode ino of mount m open for writing. */
+int kp_exec_writing(int m, uint64_t ino);
+/* ETXTBSY for a write or truncation of path (resolved from kdirfd, the
+ * last component followed if follow) if it is executing, after the errors
+ * Linux reports first (the access mode's permission); else 0. */
+int kp_exec_check_write(int m, int kdirfd, const char *path, int follow, int acc);
+
 /* ---- processes (proc.c; spawn.c builds on these) ---- */
 void kp_inherit(void);
 /* The environment for a new image (LD_PRELOAD, KURA_*, KURA_INHERIT);

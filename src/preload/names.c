@@ -554,6 +554,9 @@ KP_EXPORT int truncate(const char *p, off_t len)
 	if (kp.where != KP_KURA)
 		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 1, REAL(truncate)(kp.p, len));
 	KFS(kp);
+	int busy = len >= 0 ? kp_exec_check_write(kp.mnt, kp.kdirfd, kp.p, 1, O_WRONLY) : 0;
+	if (busy)
+		return (int)kp_ret(busy);
 	return (int)kp_ret(KP_ENGINE(kp, 1, kura_truncateat(fs, kp.kdirfd, kp.p, len)));
 }
 KP_EXPORT int truncate64(const char *p, off_t len) { return truncate(p, len); }
