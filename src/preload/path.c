@@ -406,7 +406,7 @@ again:
 	if (r == 0 && !S_ISDIR(st.st_mode))
 		r = -ENOTDIR;
 	if (r == 0)
-		r = kura_faccessat(fs, kp.kdirfd, kp.p, X_OK, 0);
+		r = kura_faccessat(fs, kp.kdirfd, kp.p, X_OK, AT_EACCESS); /* the file-system ids, as chdir(2) */
 	if (r == 0 && !kp.host[0])
 		r = -ENOENT;
 	if (r == 0)
@@ -428,6 +428,8 @@ KP_EXPORT int fchdir(int fd)
 	}
 	char dir[PATH_MAX], host[PATH_MAX];
 	int r = kura_getpath(kp_fs(e->mnt), e->kfd, dir, sizeof dir);
+	if (r == 0) /* Linux: not a directory first, then the search permission */
+		r = kura_faccessat(kp_fs(e->mnt), e->kfd, "", X_OK, AT_EACCESS | AT_EMPTY_PATH);
 	if (r < 0)
 		return (int)kp_ret(r);
 	if (snprintf(host, sizeof host, "%s%s", kp_mounts[e->mnt].prefix, strcmp(dir, "/") ? dir : "") >=

@@ -516,7 +516,7 @@ KP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 			if (!found && errno == EACCES)
 				eacces = 1; /* as glibc: an unsearchable directory on the way */
 			if (found && S_ISREG(st.st_mode)) {
-				if (access(cand, X_OK) == 0) {
+				if (eaccess(cand, X_OK) == 0) { /* as the exec will judge */
 					execve(cand, argv, envp);
 					if (errno == ENOEXEC) {
 						file = cand;

@@ -126,6 +126,39 @@ static void setup(void)
 	mkdirectory("pub/rootsub", 0755, 0, 0);
 	mkfile("pub/rootowned", 0666, 0, 0, "ro\n");
 	mkfile("pub/unreadable", 0200, U2, U2, "u\n");
+	mkdirectory("private", 0700, 0, 0);
+	mkfile("private/f", 0644, 0, 0, "p\n");
+	mkdirectory("noread", 0711, 0, 0);
+	mkfile("noread/f", 0644, 0, 0, "n\n");
+}
+
+/* A walk's refusals come in the kernel's order: the search permission of a
+ * directory before anything about the name looked up in it. */
+static void walk_order(void)
+{
+	char longname[300], p[600];
+	memset(longname, 'n', 256);
+	longname[256] = 0;
+	struct stat st;
+	snprintf(p, sizeof p, "private/%s", longname);
+	SHOW("stat too-long name in 0700 dir", stat(P(p), &st));
+	SHOW("stat missing name in 0700 dir", stat(P("private/missing"), &st));
+	SHOW("stat file in 0700 dir", stat(P("private/f"), &st));
+	SHOW("create in 0700 dir", try_open(P("private/new"), O_CREAT | O_WRONLY));
+	SHOW("rmdir . in 0700 dir", rmdir(P("private/.")));
+	SHOW("stat file in 0711 dir", stat(P("noread/f"), &st));
+	SHOW("list 0711 dir", try_open(P("noread"), O_RDONLY | O_DIRECTORY));
+	SHOW("rename into 0700 dir", rename(P("mine"), P("private/mine")));
+	SHOW("chdir 0700 dir", chdir(P("private")));
+	SHOW("chdir 0711 dir", chdir(P("noread")));
+	SHOW("read f relative to it", try_open("f", O_RDONLY));
+	SHOW("chdir back", chdir(B));
+	become(0, 0, 0, NULL);
+	int d = open(P("private"), O_RDONLY | O_DIRECTORY);
+	become(U1, G1, 0, NULL);
+	SHOW("fchdir to a 0700 dir opened by root", fchdir(d));
+	close(d);
+	SHOW("chdir back", chdir(B));
 }
 
 static void as_nobody_no_groups(void)
@@ -201,6 +234,7 @@ static void as_nobody_no_groups(void)
 	SHOW("faccessat AT_EACCESS R secret", faccessat(AT_FDCWD, P("secret"), R_OK, AT_EACCESS));
 	SHOW("euidaccess R secret", euidaccess(P("secret"), R_OK));
 	SHOW("access X on a 0644 file", access(P("mine"), X_OK));
+	walk_order();
 	root();
 }
 
