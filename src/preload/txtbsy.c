@@ -49,10 +49,23 @@ static int rec_counts(const struct kp_exec_rec *r)
 	return er == EACCES && kill(r->pid, 0) == 0 ? -1 : 0;
 }
 
+/* The table of mount m, or NULL; a process that cannot have it (the lock
+ * table is another user's) does not ask again at every open. */
+static struct kp_exec_table *exec_table(int m)
+{
+	static int unavailable[KP_MAX_MOUNTS];
+	if (__atomic_load_n(&unavailable[m], __ATOMIC_RELAXED))
+		return NULL;
+	struct kp_exec_table *t = kp_lock_exec_table(m);
+	if (!t)
+		__atomic_store_n(&unavailable[m], 1, __ATOMIC_RELAXED);
+	return t;
+}
+
 int kp_exec_mark(int m, uint64_t ino, int mfd)
 {
 	struct stat st;
-	struct kp_exec_table *t = kp_lock_exec_table(m);
+	struct kp_exec_table *t = exec_table(m);
 	if (!t || REAL(fstat)(mfd, &st) < 0)
 		return 0;
 	int mark = 0;
@@ -72,7 +85,7 @@ int kp_exec_mark(int m, uint64_t ino, int mfd)
 
 void kp_exec_unmark(int m, int mark)
 {
-	struct kp_exec_table *t = mark ? kp_lock_exec_table(m) : NULL;
+	struct kp_exec_table *t = mark ? exec_table(m) : NULL;
 	if (!t)
 		return;
 	kp_lock_exec_lock(m);
@@ -86,7 +99,7 @@ void kp_exec_unmark(int m, int mark)
 
 int kp_exec_busy(int m, uint64_t ino)
 {
-	struct kp_exec_table *t = kp_lock_exec_table(m);
+	struct kp_exec_table *t = exec_table(m);
 	if (!t || !__atomic_load_n(&t->n, __ATOMIC_ACQUIRE))
 		return 0;
 	int busy = 0;
@@ -131,7 +144,7 @@ int kp_exec_writing(int m, uint64_t ino)
 
 int kp_exec_check_write(int m, int kdirfd, const char *path, int follow, int acc)
 {
-	struct kp_exec_table *t = kp_lock_exec_table(m);
+	struct kp_exec_table *t = exec_table(m);
 	if (!t || !__atomic_load_n(&t->n, __ATOMIC_ACQUIRE))
 		return 0;
 	kura_fs *fs = kp_fs(m);
