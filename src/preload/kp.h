@@ -215,6 +215,11 @@ int kp_stream_fd(FILE *f); /* fd behind one of our streams, or -1 */
 
 /* ---- directories (dir.c) ---- */
 DIR *kp_opendir_fd(int fd); /* stream over a placeholder fd */
+/* mountpoint.c: after the host's last entry of stream dp (descriptor fd),
+ * the prefixes whose parent it lists, one per call, then NULL; forget
+ * when the stream is rewound, sought or closed. */
+struct dirent64 *kp_mountpoint_next(DIR *dp, int fd);
+void kp_mountpoint_forget(DIR *dp);
 
 /* ---- locks (lock.c) ---- */
 int kp_lock_fcntl(int fd, struct kp_fd *e, int cmd, struct flock *fl);

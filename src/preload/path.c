@@ -694,22 +694,20 @@ int kp_host_link(struct kp_path *kp, int kdirfd, int follow)
 			return 0;
 		}
 	}
-	int r = only_host(abs, follow) ? 0 : walk_layers(abs, 0, follow, &kp->hops);
+	/* A name looked up in a prefix's parent ("kura" from a descriptor of
+	 * "/", as rsync and fts do) is the prefix itself: walked, not judged
+	 * by only_host's shortcut. */
+	memcpy(base, abs, strlen(abs) + 1);
+	kp_normalise(base);
+	int r = kp_mount_of(base) < 0 && only_host(abs, follow) ? 0 : walk_layers(abs, 0, follow, &kp->hops);
 	if (r <= 0) {
 		errno = r < 0 ? -r : err;
 		return 0;
 	}
-	/* The engine reports ENOTDIR for "file/": the slash must survive. */
-	size_t l = strlen(abs);
-	int slash = l > 1 && abs[l - 1] == '/';
-	memcpy(kp->buf, abs, l + 1);
-	kp_normalise(kp->buf);
-	l = strlen(kp->buf);
-	if (slash && l > 1 && l + 1 < sizeof kp->buf)
-		memcpy(kp->buf + l, "/", 2);
-	classify_abs(kp, 0);
-	errno = err;
-	return 1;
+	/* The last component keeps its form ("file/" is ENOTDIR). */
+	r = classify_norm(kp, abs, 0);
+	errno = r ? -r : err;
+	return !r;
 }
 
 int kp_host_resolve(struct kp_path *kp, int kdirfd)
