@@ -96,14 +96,16 @@ int kp_open_path(struct kp_path *kp, int flags, mode_t mode)
 		return (int)kp_ret(kfd);
 	struct stat st;
 	int isdir = kura_fstat(fs, kfd, &st) == 0 && S_ISDIR(st.st_mode);
-	if (tmpfile && kp->host[0]) {
-		/* Linux names an unnamed file "DIR/#INO" (readlink adds " (deleted)"). */
-		char name[PATH_MAX + 32];
+	/* The name the descriptor shows: what the path came to ("d/.." is the
+	 * parent); Linux names an unnamed file "DIR/#INO" (readlink adds
+	 * " (deleted)"). */
+	char name[PATH_MAX + 32];
+	if (tmpfile)
 		snprintf(name, sizeof name, "%s/#%llu", kp->host, (unsigned long long)st.st_ino);
-		kp_normalise(name);
-		return kp_install(kp->mnt, kfd, flags & O_CLOEXEC, name, 0);
-	}
-	return kp_install(kp->mnt, kfd, flags & O_CLOEXEC, kp->host[0] ? kp->host : NULL, isdir);
+	else
+		snprintf(name, sizeof name, "%s", kp->host);
+	kp_normalise(name);
+	return kp_install(kp->mnt, kfd, flags & O_CLOEXEC, kp->host[0] ? name : NULL, isdir && !tmpfile);
 }
 
 /* Opening /proc/self/fd/N or /dev/fd/N of a placeholder: as Linux, a new

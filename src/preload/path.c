@@ -123,8 +123,8 @@ static int classify_abs(struct kp_path *out, int orig_is_exact)
  * directory.  Lexical normalisation would drop all three, so the absolute
  * path src (writable, possibly longer than PATH_MAX before normalisation)
  * is normalised into out->buf and classified (as classify_abs), and then
- * the form of its last component is put back on the path the call uses;
- * the host form stays normalised.  A ".." that climbs out of a pool's root
+ * the form of its last component is put back on the path the call uses
+ * and on its host form.  A ".." that climbs out of a pool's root
  * leaves it: that stays the parent, as the kernel gives. */
 static int classify_norm(struct kp_path *out, char *src, int orig_is_exact)
 {
@@ -163,6 +163,8 @@ static int classify_norm(struct kp_path *out, char *src, int orig_is_exact)
 	memcpy(out->buf, src, dl);
 	strcpy(out->buf + dl, suffix);
 	out->p = out->where == KP_KURA ? out->buf + kp_mounts[out->mnt].plen : out->buf;
+	if (out->where == KP_KURA) /* callers that start over from it need the form too */
+		memcpy(out->host, out->buf, strlen(out->buf) + 1);
 	return 0;
 }
 
