@@ -28,14 +28,15 @@ static char toolong[PATH_MAX + 8], justfits[PATH_MAX], longname[300], longname_i
 struct pcase {
 	const char *name;
 	const char *path;
-	const char *abs; /* its absolute form, if it has one */
+	const char *abs;  /* its absolute form, if it has one */
+	const char *link; /* the same through a host symlink to W */
 };
 static struct pcase cases[32];
 static int ncases;
 
-static void add_case(const char *name, const char *path, const char *abs)
+static void add_case(const char *name, const char *path, const char *abs, const char *link)
 {
-	cases[ncases++] = (struct pcase){ name, path, abs };
+	cases[ncases++] = (struct pcase){ name, path, abs, link };
 }
 
 static void must(int ok, const char *what)
@@ -232,6 +233,11 @@ static void run(const char *mode, int d, int only_at)
 			const char *path = cases[k].path;
 			if (!strcmp(mode, "abs") && cases[k].abs)
 				path = cases[k].abs;
+			if (!strcmp(mode, "link")) {
+				if (!cases[k].link)
+					continue;
+				path = cases[k].link;
+			}
 			errno = 0;
 			long r = calls[c].fn(d, path);
 			report(mode, calls[c].name, cases[k].name, r);
@@ -268,13 +274,21 @@ int main(int argc, char **argv)
 	snprintf(longname_in_missing, sizeof longname_in_missing, "missing/%s", longname);
 	snprintf(longname_dir, sizeof longname_dir, "%s/file", longname);
 
-	add_case("empty", "", NULL);
-	add_case("null", NULL, NULL);
-	add_case("unmapped", unmapped, NULL);
-	add_case("prot-none", noaccess, NULL);
-	add_case("all-ones", (const char *)-1L, NULL);
-	add_case("path-max", toolong, absolute(toolong, PATH_MAX));
-	add_case("path-max-2", justfits, absolute(justfits, PATH_MAX - 2));
+	/* A host directory (outside BASE) with a symlink to W: on tmpfs the
+	 * kernel follows it, under the prefix the layer must. */
+	char host[] = "/tmp/badpaths-XXXXXX";
+	must(mkdtemp(host) != NULL, "mkdtemp");
+	char linkpath[64];
+	snprintf(linkpath, sizeof linkpath, "%s/link", host);
+	must(symlink(W, linkpath) == 0, "symlink to W");
+
+	add_case("empty", "", NULL, NULL);
+	add_case("null", NULL, NULL, NULL);
+	add_case("unmapped", unmapped, NULL, NULL);
+	add_case("prot-none", noaccess, NULL, NULL);
+	add_case("all-ones", (const char *)-1L, NULL, NULL);
+	add_case("path-max", toolong, absolute(toolong, PATH_MAX), NULL);
+	add_case("path-max-2", justfits, absolute(justfits, PATH_MAX - 2), NULL);
 	const char *rel[][2] = {
 		{ "name-256", longname }, { "name-in-missing", longname_in_missing }, { "long-comp", longname_dir },
 		{ "dot", "." }, { "dotdot", ".." }, { "dir-dot", "dir/." }, { "dir-dotdot", "sub/inner/.." },
@@ -284,14 +298,21 @@ int main(int argc, char **argv)
 		{ "loop-comp", "loop/x" }, { "dangling", "dangling" }, { "dangling-slash", "dangling/" },
 		{ "double-slash", "sub//inner" },
 	};
-	for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++)
-		add_case(rel[i][0], rel[i][1], absolute(rel[i][1], 0));
-	add_case("root", "/", NULL);
+	for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+		char *l = malloc(PATH_MAX);
+		must(l != NULL, "malloc");
+		snprintf(l, PATH_MAX, "%s/%s", linkpath, rel[i][1]);
+		add_case(rel[i][0], rel[i][1], absolute(rel[i][1], 0), l);
+	}
+	add_case("root", "/", NULL, NULL);
 
 	run("cwd", AT_FDCWD, 0);
 	run("abs", AT_FDCWD, 0);
+	run("link", AT_FDCWD, 0);
 	int d = open(W, O_RDONLY | O_DIRECTORY);
 	must(d >= 0, "open W");
 	run("dirfd", d, 1);
+	unlink(linkpath);
+	rmdir(host);
 	return 0;
 }
