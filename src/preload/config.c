@@ -104,6 +104,19 @@ kura_fs *kp_fs(int m)
 	return mt->fs;
 }
 
+void kp_mount_all(void)
+{
+	static int done; /* a pool missing now, or unreadable after a drop, stays so */
+	if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
+		return;
+	kp_config();
+	int er = errno;
+	for (int m = 0; m < kp_nmounts; m++)
+		if (kp_fs(m))
+			kp_lock_exec_table(m); /* the lock table too: attached as the pool's users are */
+	errno = er;
+}
+
 /* Adopts an already mounted engine (after exec). */
 void kp_set_fs(int m, kura_fs *fs)
 {

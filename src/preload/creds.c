@@ -15,6 +15,9 @@
  * Values are always read back from the kernel after a successful change,
  * never computed here.  A new image reads them afresh at start.
  *
+ * Pools are mounted before any change, as a daemon's file systems are
+ * before it drops privileges: it may not open the pool file afterwards.
+ *
  * The engine is handed a pointer to the thread's copy once
  * (kura_set_thread_creds); kp_creds_sync() keeps the copy current and costs
  * a comparison when nothing changed.
@@ -234,6 +237,7 @@ void kp_creds_fork_done(void)
 #define SETID(name, cls, params, args)              \
 	KP_EXPORT int name params                   \
 	{                                           \
+		kp_mount_all();                     \
 		int ret_ = REAL(name) args;         \
 		if (ret_ == 0)                      \
 			changed_for_all(cls);       \
@@ -253,6 +257,7 @@ SETID(initgroups, C_GROUPS, (const char *user, gid_t g), (user, g))
 /* setfsuid answers the previous id whether or not it changed anything. */
 KP_EXPORT int setfsuid(uid_t u)
 {
+	kp_mount_all();
 	int r = REAL(setfsuid)(u);
 	changed_for_thread(C_UIDS);
 	return r;
@@ -260,6 +265,7 @@ KP_EXPORT int setfsuid(uid_t u)
 
 KP_EXPORT int setfsgid(gid_t g)
 {
+	kp_mount_all();
 	int r = REAL(setfsgid)(g);
 	changed_for_thread(C_GIDS);
 	return r;
@@ -268,6 +274,7 @@ KP_EXPORT int setfsgid(gid_t g)
 int capset(cap_user_header_t h, const cap_user_data_t d);
 KP_EXPORT int capset(cap_user_header_t h, const cap_user_data_t d)
 {
+	kp_mount_all();
 	int r = REAL(capset)(h, d);
 	if (r == 0)
 		changed_for_thread(C_UIDS);
@@ -282,6 +289,11 @@ KP_EXPORT long syscall(long n, ...)
 	long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
 	long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
 	va_end(ap);
+	switch (n) {
+	case SYS_setuid: case SYS_setreuid: case SYS_setresuid: case SYS_setfsuid: case SYS_capset:
+	case SYS_setgid: case SYS_setregid: case SYS_setresgid: case SYS_setfsgid: case SYS_setgroups:
+		kp_mount_all();
+	}
 	long r = REALT(long (*)(long, ...), "syscall")(n, a, b, c, d, e, f);
 	switch (n) {
 	case SYS_setuid:

@@ -92,6 +92,10 @@ extern __thread int kp_inside; /* >0 while the layer itself calls libc/engine */
 void kp_config(void);
 /* The engine of mount m, mounting it on first use; NULL with errno set. */
 kura_fs *kp_fs(int m);
+/* Mounts every pool not mounted yet, and attaches its lock table: before
+ * a program changes its credentials, as a file system is mounted before
+ * a daemon drops privileges (it may not open the pool file afterwards). */
+void kp_mount_all(void);
 /* Adopts an engine mounted elsewhere (kura_mount_inherit after exec). */
 void kp_set_fs(int m, kura_fs *fs);
 /* One message per name on stderr when KURA_DEBUG is set; sets errno. */

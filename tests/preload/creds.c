@@ -14,6 +14,7 @@
 #include <sys/fsuid.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define U1 4101
@@ -50,6 +51,14 @@ static int try_open(const char *p, int flags)
 		return 0;
 	}
 	return -1;
+}
+
+static int try_create(const char *p, mode_t mode)
+{
+	int fd = open(p, O_CREAT | O_WRONLY, mode);
+	if (fd >= 0)
+		close(fd);
+	return fd < 0 ? -1 : 0;
 }
 
 static void owner(const char *label, const char *p)
@@ -254,7 +263,7 @@ static void as_member_of_users(void)
 	owner("sgid/f", P("sgid/f"));
 	SHOW("mkdir in sgid dir", mkdir(P("sgid/d"), 0755));
 	owner("sgid/d", P("sgid/d"));
-	SHOW("create 02755 in sgid dir (member)", open(P("sgid/x"), O_CREAT | O_WRONLY, 02755) >= 0);
+	SHOW("create 02755 in sgid dir (member)", try_create(P("sgid/x"), 02755));
 	owner("sgid/x", P("sgid/x"));
 	SHOW("chgrp own file to GUSERS", chown(P("mine"), -1, GUSERS));
 	owner("mine", P("mine"));
@@ -273,7 +282,7 @@ static void as_member_of_users(void)
 	root();
 	SHOW("chmod sgid 0777", chmod(P("sgid"), 02777));
 	become(U2, U2, 1, g2);
-	SHOW("create 02755 in sgid dir (not member)", open(P("sgid/z"), O_CREAT | O_WRONLY, 02755) >= 0);
+	SHOW("create 02755 in sgid dir (not member)", try_create(P("sgid/z"), 02755));
 	owner("sgid/z", P("sgid/z"));
 	SHOW("mkdir in sgid dir (not member)", mkdir(P("sgid/dz"), 0700));
 	owner("sgid/dz", P("sgid/dz"));
@@ -342,11 +351,48 @@ static void with_threads(void)
 	pthread_join(t, NULL);
 }
 
+/* A fresh image that drops root before it first touches BASE, as a
+ * daemon does: the pool is still there for it. */
+static void early_drop(void)
+{
+	gid_t g[] = { GUSERS };
+	must(setgroups(1, g) == 0, "setgroups");
+	must(setresgid(G1, G1, G1) == 0, "setresgid");
+	must(setresuid(U1, U1, U1) == 0, "setresuid");
+	puts("== a new image, U1 for good before its first access");
+	SHOW("read root 0600", try_open(P("secret"), O_RDONLY));
+	SHOW("read f0640 (member)", try_open(P("f0640"), O_RDONLY));
+	SHOW("read f0604 (member)", try_open(P("f0604"), O_RDONLY));
+	SHOW("create in root 0755 dir", try_open(P("rootdir/new2"), O_CREAT | O_WRONLY));
+	SHOW("create in pub", try_open(P("pub/early"), O_CREAT | O_WRONLY));
+	owner("pub/early", P("pub/early"));
+	SHOW("unlink own", unlink(P("pub/early")));
+	SHOW("back to root", setresuid(0, 0, 0));
+}
+
+static void run_early_drop(const char *self)
+{
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl(self, self, B, "early", (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	printf("early drop exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
 		return 2;
 	snprintf(B, sizeof B, "%s", argv[1]);
+	if (argc > 2 && !strcmp(argv[2], "early")) {
+		setvbuf(stdout, NULL, _IOLBF, 0);
+		early_drop();
+		return 0;
+	}
 	if (geteuid() != 0) {
 		puts("not root: nothing checked");
 		return 0;
@@ -358,5 +404,6 @@ int main(int argc, char **argv)
 	as_member_of_users();
 	with_setresuid();
 	with_threads();
+	run_early_drop(argv[0]);
 	return 0;
 }
