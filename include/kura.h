@@ -62,13 +62,14 @@ struct kura_mount_opts {
 	 * LD_PRELOAD layer's prefix, "/kura"), and symlinks mean what they
 	 * would mean there: a target equal to it or below it continues at the
 	 * pool's root without it; any other absolute target, and a ".." above
-	 * the root that came from a symlink's target, leave the pool: the call
-	 * fails with KURA_ESCAPED.  Copied at mount; see kura_set_host_prefix. */
+	 * the root (the root's parent is the prefix's, as a mount point's),
+	 * leave the pool: the call fails with KURA_ESCAPED.  Copied at mount;
+	 * see kura_set_host_prefix. */
 	const char *host_prefix;
 };
 
 /* Returned (as a negative errno would be) by a path call of a mount with a
- * host_prefix whose path left the pool through a symlink.  The call did
+ * host_prefix whose path left the pool (through a symlink or a "..").  The call did
  * nothing; kura_escaped_path() is the host path that remains to resolve
  * (the target, or the prefix's parent, joined with the rest of the path),
  * for the caller to hand to the kernel.  Below every -errno (> -4096). */

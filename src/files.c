@@ -94,8 +94,8 @@ static int do_open(struct kura_fs *fs, uint64_t start, const char *path, int fla
 	if (err)
 		return err;
 	uint64_t ino = w.ino;
-	if ((flags & O_CREAT) && w.trailing_slash)
-		return -EISDIR; /* as Linux, whatever the name is */
+	if ((flags & O_CREAT) && w.trailing_slash && !w.dot)
+		return -EISDIR; /* as Linux, whatever the name is but "." and ".." */
 	if (!ino) {
 		/* O_CREAT of a missing name */
 		if (fs->read_only)

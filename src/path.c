@@ -65,9 +65,6 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 {
 	char buf[2][PATH_MAX + KURA_SYMLINK_MAX + 2];
 	int which = 0, links = 0;
-	/* With a host prefix: the text before tgt_end came from symlink
-	 * targets, where a ".." above the root leaves the pool. */
-	const char *tgt_end = NULL;
 	size_t plen = strnlen(path, PATH_MAX);
 	if (plen >= PATH_MAX)
 		return -ENAMETOOLONG;
@@ -124,7 +121,9 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 			child = cur;
 			type = DT_DIR;
 		} else if (dot) {
-			if (cur == root && tgt_end && name < tgt_end)
+			/* With a host prefix the pool's root has a parent: the
+			 * host directory holding the prefix, as a mount point's. */
+			if (cur == root && fs->host_prefix)
 				return escape(fs->host_prefix, fs->host_parent, 1, p);
 			child = dip->parent;
 			type = DT_DIR;
@@ -161,7 +160,6 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 			if (last && !slash)
 				nb[tl] = 0;
 			if (fs->host_prefix) {
-				tgt_end = nb + tl + (tgt_end && tgt_end > p ? 1 + (size_t)(tgt_end - p) : 0);
 				if (nb[0] == '/') {
 					size_t pl = fs->host_plen;
 					if (strncmp(nb, fs->host_prefix, pl) || (nb[pl] != '/' && nb[pl]))

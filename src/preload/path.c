@@ -117,17 +117,121 @@ static int classify_abs(struct kp_path *out, int orig_is_exact)
 	return 0;
 }
 
-/* Linux judges a path's last component before it resolves it: "d/." and
- * "d/.." are names of kinds of their own (rmdir answers EINVAL and
- * ENOTEMPTY, rename EBUSY, mkdir EEXIST), and a trailing slash asks for a
- * directory.  Lexical normalisation would drop all three, so the absolute
- * path src (writable, possibly longer than PATH_MAX before normalisation)
- * is normalised into out->buf and classified (as classify_abs), and then
- * the form of its last component is put back on the path the call uses
- * and on its host form.  A ".." that climbs out of a pool's root
- * leaves it: that stays the parent, as the kernel gives. */
+/* The mount whose prefix is exactly stack[0..sl), unless a longer prefix
+ * continues it (then the path may still enter that one); else -1. */
+static int prefix_is(const char *stack, size_t sl)
+{
+	int m = -1;
+	for (int i = 0; i < kp_nmounts; i++) {
+		const struct kp_mount *k = &kp_mounts[i];
+		if (k->plen == sl && !memcmp(k->prefix, stack, sl))
+			m = m < 0 ? i : m;
+		else if (k->plen > sl && !memcmp(k->prefix, stack, sl) && k->prefix[sl] == '/')
+			return -1;
+	}
+	return m;
+}
+
+/* Where the absolute path src enters a pool: its components are taken
+ * lexically ("." and ".." and repeated slashes, as the layer always has
+ * for host paths) until they spell a prefix.  Returns the offset in src
+ * of what follows (left as written), with *mnt, or -1 if it never does. */
+static long pool_entry(const char *src, int *mnt)
+{
+	char stack[PATH_MAX];
+	size_t sl = 0;
+	for (const char *in = src;;) {
+		while (*in == '/')
+			in++;
+		if (!*in)
+			return -1;
+		const char *end = strchrnul(in, '/');
+		size_t len = (size_t)(end - in);
+		if (len == 2 && in[0] == '.' && in[1] == '.') {
+			while (sl && stack[sl - 1] != '/')
+				sl--;
+			if (sl)
+				sl--;
+		} else if (len != 1 || in[0] != '.') {
+			if (sl + 1 + len >= sizeof stack)
+				return -1;
+			stack[sl++] = '/';
+			memcpy(stack + sl, in, len);
+			sl += len;
+			int m = prefix_is(stack, sl);
+			if (m >= 0) {
+				*mnt = m;
+				return end - src;
+			}
+		}
+		in = end;
+	}
+}
+
+/* rest ("" or "/..."), without its "." components but a last one and
+ * without repeated slashes, which mean nothing to a walk, into dst ("/"
+ * for ""): its length, or 0 if it does not fit in cap. */
+static size_t squeeze(const char *rest, char *dst, size_t cap)
+{
+	size_t n = 0;
+	for (const char *in = rest;;) {
+		while (*in == '/')
+			in++;
+		if (!*in)
+			break;
+		const char *end = strchrnul(in, '/'), *after = end;
+		while (*after == '/')
+			after++;
+		size_t len = (size_t)(end - in);
+		int dot = len == 1 && in[0] == '.', last = !*after;
+		if (!dot || last) {
+			if (n + len + 3 > cap)
+				return 0;
+			dst[n++] = '/';
+			memcpy(dst + n, in, len);
+			n += len;
+			if (last && *end && !dot)
+				dst[n++] = '/'; /* a trailing slash asks for a directory */
+		}
+		in = after;
+	}
+	if (!n)
+		dst[n++] = '/';
+	dst[n] = '\0';
+	return n;
+}
+
+/* The absolute path src (writable, possibly longer than PATH_MAX before
+ * its "." and ".." are taken out) classified into out.
+ *
+ * A kura path goes to the engine as written after the prefix: the engine
+ * resolves ".." physically, as Linux does (a missing, non-directory or
+ * looping component before it fails the call; a symlink's ".." is its
+ * target's parent), and hands one above the pool's root back to the layer
+ * (KURA_ESCAPED) as a mount point's parent would be.
+ *
+ * A kernel path is normalised lexically, but Linux judges a last component
+ * before it resolves it: "d/." and "d/.." are names of kinds of their own
+ * (rmdir answers EINVAL and ENOTEMPTY, rename EBUSY, mkdir EEXIST), and a
+ * trailing slash asks for a directory, so the form of the last component
+ * is put back on the normalised path. */
 static int classify_norm(struct kp_path *out, char *src, int orig_is_exact)
 {
+	int mnt;
+	long at = pool_entry(src, &mnt);
+	if (at >= 0) {
+		size_t pl = kp_mounts[mnt].plen;
+		memcpy(out->buf, kp_mounts[mnt].prefix, pl);
+		size_t rl = squeeze(src + at, out->buf + pl, sizeof out->buf - pl);
+		if (!rl)
+			return -ENAMETOOLONG;
+		memcpy(out->host, out->buf, pl + rl + 1);
+		out->where = KP_KURA;
+		out->mnt = mnt;
+		out->kdirfd = KURA_AT_ROOT;
+		out->p = out->buf + pl;
+		return 0;
+	}
 	size_t l = strlen(src);
 	int slash = l > 1 && src[l - 1] == '/';
 	while (l > 1 && src[l - 1] == '/')
@@ -602,8 +706,9 @@ int kp_escape(struct kp_path *kp, int follow)
 		kp->p = kp->buf;
 		return 0;
 	}
-	kp_normalise(kp->buf);
-	return classify_abs(kp, 0);
+	char src[PATH_MAX];
+	memcpy(src, kp->buf, strlen(kp->buf) + 1);
+	return classify_norm(kp, src, 0);
 }
 
 /* One more walk of a kura path, for callers that hand kp.p on without an

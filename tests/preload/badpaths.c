@@ -50,8 +50,8 @@ static void must(int ok, const char *what)
 /* The fixture, made afresh: nothing a call did survives into the next. */
 static void reset(void)
 {
-	static const char *const names[] = { "file", "new", "loop", "dangling", "nowhere", "sub/inner", "sub",
-					     "dir", "fifo", NULL };
+	static const char *const names[] = { "file", "new", "loop", "dangling", "nowhere", "up", "sub/marker",
+					     "sub/inner", "sub", "dir", "fifo", "marker", NULL };
 	must(chdir(W) == 0, "chdir W");
 	for (int i = 0; names[i]; i++)
 		if (unlink(names[i]) < 0 && errno != ENOENT)
@@ -63,6 +63,11 @@ static void reset(void)
 	must(mkdir("sub", 0755) == 0 && mkdir("sub/inner", 0755) == 0, "sub");
 	must(symlink("loop", "loop") == 0, "loop");
 	must(symlink("nowhere", "dangling") == 0, "dangling");
+	/* ".." after a symlink is its target's parent, not the link's. */
+	must(symlink("sub/inner", "up") == 0, "up");
+	fd = open("sub/marker", O_CREAT | O_WRONLY, 0644);
+	must(fd >= 0, "sub/marker");
+	close(fd);
 }
 
 static void report(const char *mode, const char *call, const char *cname, long r)
@@ -296,7 +301,10 @@ int main(int argc, char **argv)
 		{ "trailing-dir", "dir/" }, { "trailing-new", "new/" }, { "trailing-dots", "dir/.//" },
 		{ "missing-parent", "missing/x" }, { "file-parent", "file/x" }, { "loop", "loop" },
 		{ "loop-comp", "loop/x" }, { "dangling", "dangling" }, { "dangling-slash", "dangling/" },
-		{ "double-slash", "sub//inner" },
+		{ "double-slash", "sub//inner" }, { "missing-dotdot", "missing/../file" },
+		{ "file-dotdot-x", "file/../file" }, { "loop-dotdot", "loop/../file" },
+		{ "dangling-dotdot", "dangling/../file" }, { "symlink-dotdot", "up/../marker" },
+		{ "dotdot-out-in", "../w/file" },
 	};
 	for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
 		char *l = malloc(PATH_MAX);
