@@ -5,7 +5,7 @@ CTEST = ctest --output-on-failure -j2
 # The nested makes CMake runs would otherwise announce every directory change.
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps build check check-release check-asan check-tsan demo bench model-long crash-full clean
+.PHONY: all deps build check check-release check-asan check-tsan demo bench model-long crash-full pjdfstest clean
 
 all: deps build
 
@@ -56,6 +56,12 @@ model-long: all
 crash-full: all
 	build/tests/crash_test --full --jobs $$(nproc)
 	build/tests/crash_test --full --jobs $$(nproc) --persist file
+
+# The POSIX suite pjdfstest on tmpfs and under kura (memory and file pools),
+# as root; fails for any test failing under kura only.  Installs it with
+# cargo the first time.
+pjdfstest: all
+	scripts/pjdfstest.sh
 
 clean:
 	rm -rf build build-asan build-tsan
