@@ -33,10 +33,13 @@ static int is_copy(const char *path, const struct kp_exec_rec *r)
 	return REAL(stat)(path, &st) == 0 && (uint64_t)st.st_dev == r->kdev && (uint64_t)st.st_ino == r->kino;
 }
 
-/* 1 counts, 0 stale, -1 cannot tell (another user's process): counts. */
+/* 1 counts, 0 stale, -1 cannot tell (another user's process): counts.
+ * The table is shared: a record is only a claim, checked against /proc. */
 static int rec_counts(const struct kp_exec_rec *r)
 {
 	char path[64];
+	if (r->pid <= 0)
+		return 0;
 	snprintf(path, sizeof path, "/proc/%d/exe", (int)r->pid);
 	if (is_copy(path, r))
 		return 1;
