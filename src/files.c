@@ -140,7 +140,7 @@ static int open_existing(struct kura_fs *fs, uint64_t ino, int flags, int creat_
 	if ((flags & O_TRUNC) && S_ISREG(ip->mode)) {
 		if (fs->read_only)
 			return -EROFS;
-		return truncate_ino(fs, ino, 0, 0);
+		return truncate_ino(fs, ino, 0);
 	}
 	return 0;
 }
@@ -546,7 +546,7 @@ int kura_ftruncate(kura_fs *fs, int fd, off_t length)
 		/* Linux: EINVAL for anything not a regular file open for writing. */
 		err = regular_writable(fs, of) ? -EINVAL : 0;
 		if (!err)
-			err = truncate_ino(fs, of->ino, (uint64_t)length, 0);
+			err = truncate_ino(fs, of->ino, (uint64_t)length);
 		err = fs_end(fs, err);
 	}
 	ofile_put(fs, of);

@@ -11,9 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "api.h"
+#include "creds.h"
 #include "dir.h"
 #include "inode.h"
-#include "creds.h"
 #include "ofile.h"
 #include "path.h"
 #include "super.h"
@@ -750,9 +750,8 @@ void kill_privs(struct kura_fs *fs, uint64_t ino, const struct kura_inode *ip)
 		INO_SET(fs, ino, mode, mode);
 }
 
-int truncate_ino(struct kura_fs *fs, uint64_t ino, uint64_t length, int check_busy)
+int truncate_ino(struct kura_fs *fs, uint64_t ino, uint64_t length)
 {
-	(void)check_busy;
 	kill_privs(fs, ino, ino_get(fs, ino));
 	return inode_truncate(fs, ino, length);
 }
@@ -789,7 +788,7 @@ int kura_truncateat(kura_fs *fs, int dirfd, const char *path, off_t length)
 		else if (!S_ISREG(ip->mode))
 			err = -EINVAL;
 		else if ((err = perm_check(fs, ip, W_OK)) == 0)
-			err = truncate_ino(fs, w.ino, (uint64_t)length, 1);
+			err = truncate_ino(fs, w.ino, (uint64_t)length);
 	}
 	return fs_end(fs, err);
 }
