@@ -122,9 +122,9 @@ void kura_set_thread_creds(const struct kura_creds *c);
 
 /* A mount's credentials, for threads that set none: uid and gid as real
  * and file-system ids, no supplementary groups, every capability in
- * KURA_CAPS_FS for uid 0 and none otherwise.  Until it is called a mount
- * uses the process's ids, groups and capabilities as they were when the
- * engine first needed them. */
+ * KURA_CAPS_FS for uid 0 and none otherwise (not while other threads use
+ * the mount).  Until it is called a mount uses the process's ids, groups
+ * and capabilities as they were when the engine first needed them. */
 int kura_set_creds(kura_fs *fs, uid_t uid, gid_t gid);
 
 /* ---- files ------------------------------------------------------------ */
