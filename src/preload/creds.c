@@ -142,7 +142,7 @@ static void set_thread_groups(const gid_t *g, size_t n)
 		if (n > th.heap_cap) {
 			gid_t *h = realloc(th.heap_groups, n * sizeof *h);
 			if (!h)
-				n = INLINE_GROUPS; /* out of memory: fewer groups, never more */
+				n = INLINE_GROUPS; /* out of memory: the first ones only */
 			else {
 				th.heap_groups = h;
 				th.heap_cap = n;
