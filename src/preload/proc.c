@@ -665,6 +665,13 @@ KP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 
 KP_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
+	if (KP_PATH_OK(path) && !*path && kp_get(dirfd)) {
+		if (!(flags & AT_EMPTY_PATH)) {
+			errno = ENOENT;
+			return -1;
+		}
+		return fexecve(dirfd, argv, envp); /* the descriptor's own file */
+	}
 	struct kp_path kp;
 	int r = kp_resolve(dirfd, path, &kp);
 	if (r)

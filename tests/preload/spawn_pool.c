@@ -1,7 +1,10 @@
 /* spawn_pool.c — posix_spawn and posix_spawnp of a program stored in the
  * pool from a process holding no pool descriptors (glibc's own spawn
- * cannot reach it), compared with tmpfs.  Usage: spawn_pool BASE. */
+ * cannot reach it), and execveat of a descriptor of it, compared with
+ * tmpfs.  Usage: spawn_pool BASE. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,5 +45,21 @@ int main(int argc, char **argv)
 	setenv("PATH", argv[1], 1);
 	run("posix_spawnp", 1, "prog");
 	run("posix_spawnp missing", 1, "no-such-prog");
+
+	/* execveat of a descriptor: "" alone is ENOENT, with AT_EMPTY_PATH
+	 * the descriptor's own file runs. */
+	int fd = open(p, O_RDONLY);
+	char *av[] = { "t", "execveat", NULL };
+	int r = execveat(fd, "", av, environ, 0);
+	printf("execveat \"\" without AT_EMPTY_PATH: %s\n", r < 0 ? strerrorname_np(errno) : "ran");
+	pid_t pid = fork();
+	if (pid == 0) {
+		execveat(fd, "", av, environ, AT_EMPTY_PATH);
+		printf("execveat AT_EMPTY_PATH: %s\n", strerrorname_np(errno));
+		_exit(1);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	printf("exit %d\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 	return 0;
 }
