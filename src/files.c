@@ -90,12 +90,10 @@ static int do_open(struct kura_fs *fs, uint64_t start, const char *path, int fla
 {
 	struct walk w;
 	int follow = (flags & O_NOFOLLOW) || ((flags & O_CREAT) && (flags & O_EXCL)) ? 0 : WALK_FOLLOW;
-	int err = path_walk(fs, start, path, (flags & O_CREAT ? WALK_PARENT : 0) | follow, &w);
+	int err = path_walk(fs, start, path, (flags & O_CREAT ? WALK_PARENT | WALK_CREAT : 0) | follow, &w);
 	if (err)
 		return err;
 	uint64_t ino = w.ino;
-	if ((flags & O_CREAT) && w.trailing_slash && !w.dot)
-		return -EISDIR; /* as Linux, whatever the name is but "." and ".." */
 	if (!ino) {
 		/* O_CREAT of a missing name */
 		if (fs->read_only)

@@ -106,6 +106,9 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 		int err = perm_check(fs, dip, X_OK);
 		if (err)
 			return err;
+		int dotname = (len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.');
+		if (last && slash && (flags & WALK_CREAT) && !dotname)
+			return -EISDIR;
 		if (len > KURA_NAME_MAX) {
 			/* rename resolves both parents before it judges either name */
 			if (!last || (flags & (WALK_PARENT | WALK_DEFER_LONG)) != (WALK_PARENT | WALK_DEFER_LONG))
@@ -116,7 +119,7 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 		}
 		uint64_t child;
 		unsigned type;
-		int dot = (len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.');
+		int dot = dotname;
 		if (len == 1 && name[0] == '.') {
 			child = cur;
 			type = DT_DIR;

@@ -14,6 +14,8 @@ enum {
 	WALK_FOLLOW = 1, /* follow a symlink in the last component */
 	WALK_PARENT = 2, /* stop at the last component's directory; a missing last component is not an error */
 	WALK_DEFER_LONG = 4, /* with WALK_PARENT: an over-long last name sets toolong instead of failing */
+	WALK_CREAT = 8, /* open(O_CREAT): a last name with a trailing slash, also one a followed
+			 * symlink ends in, is -EISDIR before it is looked up, as Linux has it */
 };
 
 struct walk {

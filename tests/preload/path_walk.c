@@ -1,0 +1,125 @@
+/* path_walk.c — a seeded random walk of calls on random path spellings:
+ * components that exist or not, files where directories are wanted,
+ * symlinks to directories, files, themselves and nowhere, ".", "..",
+ * doubled and trailing slashes, relative to the working directory (moved
+ * by chdir as it goes) or absolute; every answer is printed, so that the
+ * run on tmpfs and the run under the prefix must agree line by line.
+ * Usage: path_walk BASE [STEPS [SEED]]. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char B[3000], W[3100];
+static uint64_t rng;
+
+static unsigned pick(unsigned n)
+{
+	rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+	return (unsigned)((rng >> 33) % n);
+}
+
+static int cwd_depth; /* how far below W the working directory is */
+
+/* A path of one to four components; at most as many ".." as it has gone
+ * down (and, relative to the working directory, as that is below W), so
+ * it never climbs above W.  A symlink's target (link) climbs no higher
+ * than the link's directory: then no walk leaves W, whatever the links. */
+static void random_path(char *out, size_t cap, int link)
+{
+	static const char *const comps[] = { "d", "e", "f", "l", "m", "L", "s", "t", ".", "..", "" };
+	size_t n = 0;
+	int depth = 0;
+	if (pick(3) == 0)
+		n += (size_t)snprintf(out, cap, "%s/", W);
+	else if (!link)
+		depth = cwd_depth;
+	int k = 1 + (int)pick(4);
+	for (int i = 0; i < k && n < cap - 16; i++) {
+		const char *c = comps[pick(11)];
+		if ((!strcmp(c, "..") && depth <= 0) || (!*c && !n))
+			c = "d"; /* never above W, and never "/" first: the walk stays in W */
+		depth += !strcmp(c, "..") ? -1 : strcmp(c, ".") && *c ? 1 : 0;
+		n += (size_t)snprintf(out + n, cap - n, "%s%s", c, i + 1 < k || pick(4) == 0 ? "/" : "");
+	}
+	if (!n)
+		snprintf(out, cap, ".");
+}
+
+static void show(const char *what, const char *p, long r)
+{
+	const char *shown = strncmp(p, W, strlen(W)) ? p : p + strlen(W);
+	printf("%s '%s%s' = %s\n", what, strncmp(p, W, strlen(W)) ? "" : "W", shown,
+	       r < 0 ? strerrorname_np(errno) : "ok");
+}
+
+static void step(void)
+{
+	char p[4096], q[4096];
+	random_path(p, sizeof p, 0);
+	struct stat st;
+	long r;
+	switch (pick(13)) {
+	case 0: r = stat(p, &st); show("stat", p, r); if (!r) printf("  %s\n", S_ISDIR(st.st_mode) ? "dir" : "file"); break;
+	case 1: r = lstat(p, &st); show("lstat", p, r); break;
+	case 2: { int fd = open(p, O_RDONLY); r = fd; if (fd >= 0) close(fd); show("open", p, r); break; }
+	case 3: { int fd = open(p, O_WRONLY | O_CREAT, 0644); r = fd; if (fd >= 0) close(fd); show("creat", p, r); break; }
+	case 4: r = mkdir(p, 0755); show("mkdir", p, r); break;
+	case 5: r = rmdir(p); show("rmdir", p, r); break;
+	case 6: r = unlink(p); show("unlink", p, r); break;
+	case 7: random_path(q, sizeof q, 0); r = rename(p, q); show("rename", p, r); show("  to", q, r); break;
+	case 8: r = access(p, F_OK); show("access", p, r); break;
+	case 9: { char b[64]; r = readlink(p, b, sizeof b); show("readlink", p, r); break; }
+	case 10: random_path(q, sizeof q, 1); r = symlink(q, p); show("symlink", p, r); break;
+	case 11: {
+		/* chdir's own answer, then one of three directories the walk
+		 * never renames or removes: the layer keeps a working directory
+		 * in a pool as a path, so it would not follow a rename of it as
+		 * the kernel does (see src/preload/README.md). */
+		r = chdir(p);
+		show("chdir", p, r);
+		char cwd[4096];
+		if (!r && getcwd(cwd, sizeof cwd))
+			printf("  cwd %s%s\n", strncmp(cwd, W, strlen(W)) ? "?" : "W", strncmp(cwd, W, strlen(W)) ? "" : cwd + strlen(W));
+		static const char *const homes[] = { "", "/p", "/p/q" };
+		cwd_depth = (int)pick(3);
+		snprintf(cwd, sizeof cwd, "%s%s", W, homes[cwd_depth]);
+		if (chdir(cwd))
+			exit(1);
+		break;
+	}
+	default: {
+		char b[4096];
+		r = realpath(p, b) ? 0 : -1;
+		show("realpath", p, r);
+		if (!r)
+			printf("  %s%s\n", strncmp(b, W, strlen(W)) ? "?" : "W", strncmp(b, W, strlen(W)) ? "" : b + strlen(W));
+	}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2)
+		return 2;
+	snprintf(B, sizeof B, "%s", argv[1]);
+	snprintf(W, sizeof W, "%s/w", B);
+	long steps = argc > 2 ? atol(argv[2]) : 3000;
+	rng = argc > 3 ? strtoull(argv[3], NULL, 0) : 42;
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (mkdir(W, 0755) || chdir(W))
+		return 1;
+	/* p/q where the working directory goes, d/e directories, f a file,
+	 * l -> d/e, s -> f, t -> nowhere, L -> L */
+	if (mkdir("p", 0755) || mkdir("p/q", 0755) || mkdir("d", 0755) || mkdir("d/e", 0755) || mkdir("e", 0755) || close(open("f", O_CREAT | O_WRONLY, 0644)) ||
+	    symlink("d/e", "l") || symlink("f", "s") || symlink("nowhere", "t") || symlink("L", "L"))
+		return 1;
+	for (long i = 0; i < steps; i++)
+		step();
+	return 0;
+}
