@@ -84,7 +84,7 @@ int fd_dir_ino(struct kura_fs *fs, int dirfd, const char *path, uint64_t *start)
 	(O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME | \
 	 O_SYNC | O_DSYNC | O_DIRECT | O_NOCTTY | O_NONBLOCK | O_LARGEFILE)
 
-static int open_existing(struct kura_fs *fs, uint64_t ino, int flags, int creat_dir_ok);
+static int open_existing(struct kura_fs *fs, uint64_t ino, int flags);
 
 static int do_open(struct kura_fs *fs, uint64_t start, const char *path, int flags, mode_t mode, uint64_t *out)
 {
@@ -103,15 +103,15 @@ static int do_open(struct kura_fs *fs, uint64_t start, const char *path, int fla
 		*out = ino;
 		return 0;
 	}
-	if ((err = open_existing(fs, ino, flags, w.dot)))
+	if ((err = open_existing(fs, ino, flags)))
 		return err;
 	*out = ino;
 	return 0;
 }
 
 /* The checks and the truncation an open of an existing object makes; shared
- * with kura_reopen.  creat_dir_ok: O_CREAT of "." names a directory. */
-static int open_existing(struct kura_fs *fs, uint64_t ino, int flags, int creat_dir_ok)
+ * with kura_reopen. */
+static int open_existing(struct kura_fs *fs, uint64_t ino, int flags)
 {
 	int acc = flags & O_ACCMODE, err;
 	if ((flags & O_CREAT) && (flags & O_EXCL))
@@ -122,7 +122,8 @@ static int open_existing(struct kura_fs *fs, uint64_t ino, int flags, int creat_
 	if (S_ISLNK(ip->mode)) /* O_NOFOLLOW on a symlink */
 		return flags & O_DIRECTORY ? -ENOTDIR : -ELOOP;
 	if (S_ISDIR(ip->mode)) {
-		if (acc != O_RDONLY || (flags & O_TRUNC) || ((flags & O_CREAT) && !creat_dir_ok && !(flags & O_DIRECTORY)))
+		/* Linux: O_CREAT of any directory, "." too, is EISDIR. */
+		if (acc != O_RDONLY || (flags & (O_TRUNC | O_CREAT)))
 			return -EISDIR;
 	} else if (flags & O_DIRECTORY) {
 		return -ENOTDIR;
@@ -189,7 +190,7 @@ static int open_lookup(struct kura_fs *fs, const struct open_req *rq, uint64_t *
 {
 	if (rq->ino) {
 		*ino = rq->ino;
-		return open_existing(fs, rq->ino, rq->flags, 0);
+		return open_existing(fs, rq->ino, rq->flags);
 	}
 	if (rq->flags & TMPFILE_BIT)
 		return do_tmpfile(fs, rq, ino);

@@ -58,9 +58,61 @@ static void show(const char *what, const char *p, long r)
 	       r < 0 ? strerrorname_np(errno) : "ok");
 }
 
+/* Descriptors of the three homes, for the *at calls. */
+static int home_fd[3];
+
+static void show_at(const char *what, int h, const char *p, long r)
+{
+	char label[64];
+	snprintf(label, sizeof label, "%s@%d", what, h);
+	show(label, p, r);
+}
+
+/* The same kinds of call relative to a directory descriptor. */
+static void step_at(void)
+{
+	char p[4096], q[4096];
+	int h = (int)pick(3), d = home_fd[h], saved = cwd_depth;
+	cwd_depth = h; /* random_path's notion of how far up a relative path may go */
+	random_path(p, sizeof p, 0);
+	random_path(q, sizeof q, 0);
+	cwd_depth = saved;
+	static const int oflags[] = { O_RDONLY, O_WRONLY | O_CREAT, O_RDWR | O_CREAT | O_EXCL, O_RDONLY | O_DIRECTORY,
+				      O_RDONLY | O_NOFOLLOW, O_WRONLY | O_TRUNC, O_RDONLY | O_CREAT | O_NOFOLLOW };
+	static const unsigned rflags[] = { 0, RENAME_NOREPLACE, RENAME_EXCHANGE };
+	struct stat st;
+	long r;
+	switch (pick(10)) {
+	case 0: {
+		int f = oflags[pick(7)];
+		int fd = openat(d, p, f, 0644);
+		r = fd;
+		if (fd >= 0)
+			close(fd);
+		char label[32];
+		snprintf(label, sizeof label, "openat%x", f);
+		show_at(label, h, p, r);
+		break;
+	}
+	case 1: r = mkdirat(d, p, 0755); show_at("mkdirat", h, p, r); break;
+	case 2: r = unlinkat(d, p, pick(2) ? AT_REMOVEDIR : 0); show_at("unlinkat", h, p, r); break;
+	case 3: r = renameat2(d, p, d, q, rflags[pick(3)]); show_at("renameat2", h, p, r); show("  to", q, r); break;
+	case 4: r = linkat(d, p, d, q, pick(2) ? AT_SYMLINK_FOLLOW : 0); show_at("linkat", h, p, r); show("  to", q, r); break;
+	case 5: random_path(q, sizeof q, 1); r = symlinkat(q, d, p); show_at("symlinkat", h, p, r); break;
+	case 6: { char b[64]; r = readlinkat(d, p, b, sizeof b); show_at("readlinkat", h, p, r); break; }
+	case 7: r = fstatat(d, p, &st, pick(2) ? AT_SYMLINK_NOFOLLOW : 0); show_at("fstatat", h, p, r); break;
+	case 8: r = faccessat(d, p, F_OK, pick(2) ? AT_SYMLINK_NOFOLLOW : 0); show_at("faccessat", h, p, r); break;
+	default: r = fchmodat(d, p, 0755, 0); show_at("fchmodat", h, p, r);
+	}
+}
+
 static void step(void)
 {
 	char p[4096], q[4096];
+	if (pick(3) == 0) {
+		step_at();
+		return;
+	}
 	random_path(p, sizeof p, 0);
 	struct stat st;
 	long r;
@@ -119,6 +171,10 @@ int main(int argc, char **argv)
 	if (mkdir("p", 0755) || mkdir("p/q", 0755) || mkdir("d", 0755) || mkdir("d/e", 0755) || mkdir("e", 0755) || close(open("f", O_CREAT | O_WRONLY, 0644)) ||
 	    symlink("d/e", "l") || symlink("f", "s") || symlink("nowhere", "t") || symlink("L", "L"))
 		return 1;
+	static const char *const homes[] = { ".", "p", "p/q" };
+	for (int h = 0; h < 3; h++)
+		if ((home_fd[h] = open(homes[h], O_RDONLY | O_DIRECTORY)) < 0)
+			return 1;
 	for (long i = 0; i < steps; i++)
 		step();
 	return 0;
