@@ -175,11 +175,18 @@ int kp_resolve(int dirfd, const char *path, struct kp_path *out);
 /* The same without asking the engine: the caller handles KURA_ESCAPED
  * itself (KP_ENGINE in names.c), with its own call's follow rules. */
 int kp_classify(int dirfd, const char *path, struct kp_path *out);
+/* The follow argument below: 1 the call follows a symlink in the last
+ * component, 0 it does not unless a slash follows it (a lookup: lstat,
+ * readlink), KP_NAME never (the call acts on the name: unlink, rmdir,
+ * mkdir, rename, the new name of link and symlink). */
+#define KP_NAME 2
 /* After KURA_ESCAPED: *kp becomes the host path kura_escaped_path() names,
  * reclassified (host symlinks on it that lead into a prefix are followed,
- * the last only if `follow`).  ELOOP once kp->hops passes 40.  Returns 0
+ * the last as `follow` says).  ELOOP once kp->hops passes 40.  Returns 0
  * or -errno. */
 int kp_escape(struct kp_path *kp, int follow);
+/* The same for a host path the caller made. */
+int kp_escape_to(struct kp_path *kp, const char *host, int follow);
 /* After a kernel call on kp's path (relative to kdirfd) failed with
  * KP_HOST_MISS(): when host symlinks on the path (the last only if
  * `follow`) lead into a prefix, *kp becomes that kura path, not yet asked

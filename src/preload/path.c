@@ -605,6 +605,14 @@ KP_EXPORT char *get_current_dir_name(void)
  * path + the unresolved rest; else 0 with `path` left
  * for the kernel (which also reports whatever is wrong with it).  follow:
  * a symlink in the last component is followed (a trailing slash always). */
+/* Whether a call with this follow argument (kp.h: 0, 1 or KP_NAME) follows
+ * a symlink in the last component, which has_slash says a slash follows:
+ * a lookup does then, an operation on the name itself never. */
+static int follows_last(int follow, int has_slash)
+{
+	return follow == 1 || (follow == 0 && has_slash);
+}
+
 static int walk_layers(char *path, int whole, int follow, int *hops)
 {
 	char todo[PATH_MAX], done[PATH_MAX], link[PATH_MAX];
@@ -651,7 +659,7 @@ static int walk_layers(char *path, int whole, int follow, int *hops)
 			memcpy(path + dl + 1 + len, end, el + 1);
 			return 1;
 		}
-		if (!*after && !*end && !follow)
+		if (!*after && !follows_last(follow, *end != '\0'))
 			break;
 		struct stat st;
 		int r = whole ? lstat(done, &st) : REAL(fstatat)(AT_FDCWD, done, &st, AT_SYMLINK_NOFOLLOW);
@@ -689,9 +697,13 @@ static int walk_layers(char *path, int whole, int follow, int *hops)
 
 int kp_escape(struct kp_path *kp, int follow)
 {
+	return kp_escape_to(kp, kura_escaped_path(), follow);
+}
+
+int kp_escape_to(struct kp_path *kp, const char *h, int follow)
+{
 	if (++kp->hops > KP_MAXHOPS)
 		return -ELOOP;
-	const char *h = kura_escaped_path();
 	size_t l = strlen(h);
 	if (l >= sizeof kp->buf)
 		return -ENAMETOOLONG;
@@ -758,7 +770,7 @@ static int only_host(const char *abs, int follow)
 	struct stat st;
 	if (REAL(fstatat)(AT_FDCWD, dir, &st, 0) < 0 || !S_ISDIR(st.st_mode))
 		return 0;
-	if (!follow && !abs[l])
+	if (!follows_last(follow, abs[l] != '\0'))
 		return 1;
 	memcpy(dir, abs, l);
 	dir[l] = '\0';

@@ -2,7 +2,8 @@
  * components that exist or not, files where directories are wanted,
  * symlinks to directories, files, themselves and nowhere, ".", "..",
  * doubled and trailing slashes, relative to the working directory (moved
- * by chdir as it goes) or absolute; every answer is printed, so that the
+ * by chdir as it goes), absolute, or through a host symlink to the tree;
+ * every answer is printed, so that the
  * run on tmpfs and the run under the prefix must agree line by line.
  * Usage: path_walk BASE [STEPS [SEED]]. */
 #define _GNU_SOURCE
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 static char B[3000], W[3100];
+static char H[64] = "/tmp/path_walk-XXXXXX", HW[80]; /* a host directory, and its symlink to W */
 static uint64_t rng;
 
 static unsigned pick(unsigned n)
@@ -35,8 +37,11 @@ static void random_path(char *out, size_t cap, int link)
 	static const char *const comps[] = { "d", "e", "f", "l", "m", "L", "s", "t", ".", "..", "" };
 	size_t n = 0;
 	int depth = 0;
-	if (pick(3) == 0)
+	unsigned start = pick(6);
+	if (start == 0 || start == 1)
 		n += (size_t)snprintf(out, cap, "%s/", W);
+	else if (start == 2)
+		n += (size_t)snprintf(out, cap, "%s/", HW); /* through the host's symlink */
 	else if (!link)
 		depth = cwd_depth;
 	int k = 1 + (int)pick(4);
@@ -53,8 +58,8 @@ static void random_path(char *out, size_t cap, int link)
 
 static void show(const char *what, const char *p, long r)
 {
-	const char *shown = strncmp(p, W, strlen(W)) ? p : p + strlen(W);
-	printf("%s '%s%s' = %s\n", what, strncmp(p, W, strlen(W)) ? "" : "W", shown,
+	const char *tag = !strncmp(p, W, strlen(W)) ? "W" : !strncmp(p, HW, strlen(HW)) ? "HW" : "";
+	printf("%s '%s%s' = %s\n", what, tag, p + (*tag == 'W' ? strlen(W) : *tag ? strlen(HW) : 0),
 	       r < 0 ? strerrorname_np(errno) : "ok");
 }
 
@@ -106,11 +111,26 @@ static void step_at(void)
 	}
 }
 
+/* The walk ends when it moved its homes away (a rename of W, or of a
+ * directory above it, through a symlink): the kernel's working directory
+ * would go with them, the layer's (a path) would not. */
+static void homes_still_there(void)
+{
+	char h[sizeof W + 8];
+	snprintf(h, sizeof h, "%s/p/q", W);
+	struct stat st;
+	if (stat(h, &st) == 0 && S_ISDIR(st.st_mode))
+		return;
+	puts("the walk moved its working directories away: it ends here");
+	exit(0);
+}
+
 static void step(void)
 {
 	char p[4096], q[4096];
 	if (pick(3) == 0) {
 		step_at();
+		homes_still_there();
 		return;
 	}
 	random_path(p, sizeof p, 0);
@@ -124,7 +144,7 @@ static void step(void)
 	case 4: r = mkdir(p, 0755); show("mkdir", p, r); break;
 	case 5: r = rmdir(p); show("rmdir", p, r); break;
 	case 6: r = unlink(p); show("unlink", p, r); break;
-	case 7: random_path(q, sizeof q, 0); r = rename(p, q); show("rename", p, r); show("  to", q, r); break;
+	case 7: random_path(q, sizeof q, 0); r = rename(p, q); show("rename", p, r); show("  to", q, r); homes_still_there(); break;
 	case 8: r = access(p, F_OK); show("access", p, r); break;
 	case 9: { char b[64]; r = readlink(p, b, sizeof b); show("readlink", p, r); break; }
 	case 10: random_path(q, sizeof q, 1); r = symlink(q, p); show("symlink", p, r); break;
@@ -155,22 +175,45 @@ static void step(void)
 	}
 }
 
+static void remove_host_dir(void)
+{
+	unlink(HW);
+	rmdir(H);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2)
 		return 2;
 	snprintf(B, sizeof B, "%s", argv[1]);
-	snprintf(W, sizeof W, "%s/w", B);
+	/* Symlinks to W placed deeper than W make a ".." climb above it,
+	 * whatever the walk counts; six levels of directories between B and
+	 * W keep such climbs in B, where both runs see the same. */
+	snprintf(W, sizeof W, "%s/P/P/P/P/P/P/w", B);
 	long steps = argc > 2 ? atol(argv[2]) : 3000;
 	rng = argc > 3 ? strtoull(argv[3], NULL, 0) : 42;
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (mkdir(W, 0755) || chdir(W))
+	char pad[sizeof W];
+	for (size_t i = strlen(B) + 2; i <= strlen(W); i++)
+		if (W[i] == '/' || !W[i]) {
+			memcpy(pad, W, i);
+			pad[i] = '\0';
+			if (mkdir(pad, 0755))
+				return 1;
+		}
+	if (chdir(W))
 		return 1;
 	/* p/q where the working directory goes, d/e directories, f a file,
 	 * l -> d/e, s -> f, t -> nowhere, L -> L */
 	if (mkdir("p", 0755) || mkdir("p/q", 0755) || mkdir("d", 0755) || mkdir("d/e", 0755) || mkdir("e", 0755) || close(open("f", O_CREAT | O_WRONLY, 0644)) ||
 	    symlink("d/e", "l") || symlink("f", "s") || symlink("nowhere", "t") || symlink("L", "L"))
 		return 1;
+	if (!mkdtemp(H))
+		return 1;
+	snprintf(HW, sizeof HW, "%s/w", H);
+	if (symlink(W, HW))
+		return 1;
+	atexit(remove_host_dir);
 	static const char *const homes[] = { ".", "p", "p/q" };
 	for (int h = 0; h < 3; h++)
 		if ((home_fd[h] = open(homes[h], O_RDONLY | O_DIRECTORY)) < 0)
