@@ -74,8 +74,9 @@ struct kura_mount_opts {
 	 * LD_PRELOAD layer's prefix, "/kura"), and symlinks mean what they
 	 * would mean there: a target equal to it or below it continues at the
 	 * pool's root without it; any other absolute target, and a ".." above
-	 * the root that came from a symlink's target, leave the pool: the call
-	 * fails with KURA_ESCAPED.  Copied at mount; see kura_set_host_prefix. */
+	 * the root (the root's parent is the prefix's, as a mount point's),
+	 * leave the pool: the call fails with KURA_ESCAPED.  Copied at mount;
+	 * see kura_set_host_prefix. */
 	const char *host_prefix;
 	/* When changes are durable (the environment's KURA_SYNC=op|fsync
 	 * overrides it).  Only the file back end has a choice: pmem and
@@ -84,7 +85,7 @@ struct kura_mount_opts {
 };
 
 /* Returned (as a negative errno would be) by a path call of a mount with a
- * host_prefix whose path left the pool through a symlink.  The call did
+ * host_prefix whose path left the pool (through a symlink or a "..").  The call did
  * nothing; kura_escaped_path() is the host path that remains to resolve
  * (the target, or the prefix's parent, joined with the rest of the path),
  * for the caller to hand to the kernel.  Below every -errno (> -4096). */
@@ -110,8 +111,36 @@ const char *kura_last_error(void);
 int kura_default_pool_path(char *buf, size_t len);
 #define KURA_DEFAULT_POOL_SIZE (1ull << 30) /* 1 GiB, sparse on creation */
 
-/* Credentials used for permission checks and for new files' owners.
- * Defaults are the process's effective ids at mount. */
+/* Credentials a call is checked against, as Linux's struct cred: file
+ * permission checks and new files' owners use fsuid/fsgid and the
+ * supplementary groups; access()/kura_faccessat without AT_EACCESS the real
+ * uid/gid, with caps_permitted if the real uid is 0 and no capabilities
+ * otherwise.  caps holds the effective capabilities as bits 1 << CAP_*
+ * (<linux/capability.h>); those that bear on files are KURA_CAPS_FS. */
+struct kura_creds {
+	uid_t uid, fsuid;
+	gid_t gid, fsgid;
+	uint64_t caps, caps_permitted;
+	size_t ngroups;
+	const gid_t *groups; /* supplementary groups; not copied */
+};
+#define KURA_CAP_CHOWN           (1ull << 0)
+#define KURA_CAP_DAC_OVERRIDE    (1ull << 1)
+#define KURA_CAP_DAC_READ_SEARCH (1ull << 2)
+#define KURA_CAP_FOWNER          (1ull << 3)
+#define KURA_CAP_FSETID          (1ull << 4)
+#define KURA_CAPS_FS (KURA_CAP_CHOWN | KURA_CAP_DAC_OVERRIDE | KURA_CAP_DAC_READ_SEARCH | KURA_CAP_FOWNER | KURA_CAP_FSETID)
+
+/* The calling thread's credentials for every mount's calls from now on;
+ * NULL: each mount's own (below).  *c is not copied: it must stay valid
+ * while set, and the thread may change it between its calls. */
+void kura_set_thread_creds(const struct kura_creds *c);
+
+/* A mount's credentials, for threads that set none: uid and gid as real
+ * and file-system ids, no supplementary groups, every capability in
+ * KURA_CAPS_FS for uid 0 and none otherwise (not while other threads use
+ * the mount).  Until it is called a mount uses the process's ids, groups
+ * and capabilities as they were when the engine first needed them. */
 int kura_set_creds(kura_fs *fs, uid_t uid, gid_t gid);
 
 /* ---- files ------------------------------------------------------------ */

@@ -17,6 +17,13 @@ void drop_link(struct kura_fs *fs, uint64_t ino);
 struct walk;
 int create_at(struct kura_fs *fs, const struct walk *w, mode_t mode, uint64_t *ino);
 
+/* Linux's file_remove_privs, before a write or truncation of ip: the
+ * set-user-ID bit, and a meaningful set-group-ID bit, go unless the
+ * caller has CAP_FSETID. */
+void kill_privs(struct kura_fs *fs, uint64_t ino, const struct kura_inode *ip);
+/* Truncation of a regular file, its privileges killed first. */
+int truncate_ino(struct kura_fs *fs, uint64_t ino, uint64_t length);
+
 int attr_by_ino(struct kura_fs *fs, uint64_t ino, int what, mode_t mode, uid_t uid, gid_t gid,
 		const struct timespec *times);
 

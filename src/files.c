@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include "alloc.h"
 #include "api.h"
+#include "creds.h"
 #include "dir.h"
 #include "inode.h"
 #include "ofile.h"
@@ -55,13 +56,6 @@ int kura_unmount(kura_fs *fs)
 	return 0;
 }
 
-int kura_set_creds(kura_fs *fs, uid_t uid, gid_t gid)
-{
-	fs->uid = uid;
-	fs->gid = gid;
-	return 0;
-}
-
 int fd_dir_ino(struct kura_fs *fs, int dirfd, const char *path, uint64_t *start)
 {
 	if (!path)
@@ -90,18 +84,16 @@ int fd_dir_ino(struct kura_fs *fs, int dirfd, const char *path, uint64_t *start)
 	(O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME | \
 	 O_SYNC | O_DSYNC | O_DIRECT | O_NOCTTY | O_NONBLOCK | O_LARGEFILE)
 
-static int open_existing(struct kura_fs *fs, uint64_t ino, int flags, int creat_dir_ok);
+static int open_existing(struct kura_fs *fs, uint64_t ino, int flags);
 
 static int do_open(struct kura_fs *fs, uint64_t start, const char *path, int flags, mode_t mode, uint64_t *out)
 {
 	struct walk w;
 	int follow = (flags & O_NOFOLLOW) || ((flags & O_CREAT) && (flags & O_EXCL)) ? 0 : WALK_FOLLOW;
-	int err = path_walk(fs, start, path, (flags & O_CREAT ? WALK_PARENT : 0) | follow, &w);
+	int err = path_walk(fs, start, path, (flags & O_CREAT ? WALK_PARENT | WALK_CREAT : 0) | follow, &w);
 	if (err)
 		return err;
 	uint64_t ino = w.ino;
-	if ((flags & O_CREAT) && w.trailing_slash)
-		return -EISDIR; /* as Linux, whatever the name is */
 	if (!ino) {
 		/* O_CREAT of a missing name */
 		if (fs->read_only)
@@ -111,15 +103,15 @@ static int do_open(struct kura_fs *fs, uint64_t start, const char *path, int fla
 		*out = ino;
 		return 0;
 	}
-	if ((err = open_existing(fs, ino, flags, w.dot)))
+	if ((err = open_existing(fs, ino, flags)))
 		return err;
 	*out = ino;
 	return 0;
 }
 
 /* The checks and the truncation an open of an existing object makes; shared
- * with kura_reopen.  creat_dir_ok: O_CREAT of "." names a directory. */
-static int open_existing(struct kura_fs *fs, uint64_t ino, int flags, int creat_dir_ok)
+ * with kura_reopen. */
+static int open_existing(struct kura_fs *fs, uint64_t ino, int flags)
 {
 	int acc = flags & O_ACCMODE, err;
 	if ((flags & O_CREAT) && (flags & O_EXCL))
@@ -130,7 +122,8 @@ static int open_existing(struct kura_fs *fs, uint64_t ino, int flags, int creat_
 	if (S_ISLNK(ip->mode)) /* O_NOFOLLOW on a symlink */
 		return flags & O_DIRECTORY ? -ENOTDIR : -ELOOP;
 	if (S_ISDIR(ip->mode)) {
-		if (acc != O_RDONLY || (flags & O_TRUNC) || ((flags & O_CREAT) && !creat_dir_ok && !(flags & O_DIRECTORY)))
+		/* Linux: O_CREAT of any directory, "." too, is EISDIR. */
+		if (acc != O_RDONLY || (flags & (O_TRUNC | O_CREAT)))
 			return -EISDIR;
 	} else if (flags & O_DIRECTORY) {
 		return -ENOTDIR;
@@ -140,12 +133,13 @@ static int open_existing(struct kura_fs *fs, uint64_t ino, int flags, int creat_
 		mask |= W_OK;
 	if ((err = perm_check(fs, ip, mask)))
 		return err;
+	if ((flags & O_NOATIME) && !creds_owner(creds_of(fs), ip))
+		return -EPERM;
 	/* Linux truncates on O_TRUNC even for O_RDONLY (write permission permitting). */
 	if ((flags & O_TRUNC) && S_ISREG(ip->mode)) {
 		if (fs->read_only)
 			return -EROFS;
-		if (ip->size && (err = inode_truncate(fs, ino, 0)))
-			return err;
+		return truncate_ino(fs, ino, 0);
 	}
 	return 0;
 }
@@ -176,10 +170,12 @@ static int do_tmpfile(struct kura_fs *fs, const struct open_req *rq, uint64_t *o
 	if ((err = perm_check(fs, dip, W_OK | X_OK)))
 		return err;
 	uint64_t ino;
-	if ((err = inode_alloc(fs, S_IFREG | (rq->mode & 07777), &ino)))
+	gid_t gid;
+	mode_t mode = creds_new_mode(fs, dip, S_IFREG | (rq->mode & 07777), &gid);
+	if ((err = inode_alloc(fs, mode, &ino)))
 		return err;
-	if (dip->mode & S_ISGID)
-		INO_SET(fs, ino, gid, dip->gid); /* as create_at */
+	if (gid != creds_of(fs)->fsgid)
+		INO_SET(fs, ino, gid, gid); /* as create_at */
 	/* Born an orphan: a crash before linkat or the last close frees it at
 	 * the next lone mount, like any unlinked-but-open file. */
 	INO_SET(fs, ino, nlink, 0);
@@ -194,7 +190,7 @@ static int open_lookup(struct kura_fs *fs, const struct open_req *rq, uint64_t *
 {
 	if (rq->ino) {
 		*ino = rq->ino;
-		return open_existing(fs, rq->ino, rq->flags, 0);
+		return open_existing(fs, rq->ino, rq->flags);
 	}
 	if (rq->flags & TMPFILE_BIT)
 		return do_tmpfile(fs, rq, ino);
@@ -416,10 +412,8 @@ static ssize_t write_at(struct kura_fs *fs, struct ofile *of, const void *buf, s
 	else {
 		if (append)
 			*off = ip->size;
+		kill_privs(fs, of->ino, ip);
 		ret = inode_write(fs, of->ino, buf, count, *off);
-		/* Linux clears set-id bits when an unprivileged process writes. */
-		if (ret > 0 && fs->uid != 0 && (ip->mode & (S_ISUID | S_ISGID)))
-			INO_SET(fs, of->ino, mode, ip->mode & ~(mode_t)(S_ISUID | S_ISGID));
 	}
 	int end = fs_end(fs, ret < 0 ? (int)ret : 0);
 	if (end >= 0 && ret > 0 && (of->flags & (O_SYNC | O_DSYNC)))
@@ -553,7 +547,7 @@ int kura_ftruncate(kura_fs *fs, int fd, off_t length)
 		/* Linux: EINVAL for anything not a regular file open for writing. */
 		err = regular_writable(fs, of) ? -EINVAL : 0;
 		if (!err)
-			err = inode_truncate(fs, of->ino, (uint64_t)length);
+			err = truncate_ino(fs, of->ino, (uint64_t)length);
 		err = fs_end(fs, err);
 	}
 	ofile_put(fs, of);
@@ -577,8 +571,10 @@ int kura_fallocate(kura_fs *fs, int fd, int mode, off_t offset, off_t len)
 	int err = fs_begin(fs);
 	if (!err) {
 		err = regular_writable(fs, of);
-		if (!err)
+		if (!err) {
+			kill_privs(fs, of->ino, ino_get(fs, of->ino));
 			err = inode_fallocate(fs, of->ino, mode, (uint64_t)offset, (uint64_t)len);
+		}
 		err = fs_end(fs, err);
 	}
 	ofile_put(fs, of);
@@ -639,6 +635,8 @@ int kura_fchown(kura_fs *fs, int fd, uid_t uid, gid_t gid)
 
 int kura_futimens(kura_fs *fs, int fd, const struct timespec times[2])
 {
+	if (times && times[0].tv_nsec == UTIME_OMIT && times[1].tv_nsec == UTIME_OMIT)
+		return 0; /* as Linux, whatever fd is */
 	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;

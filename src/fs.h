@@ -41,8 +41,8 @@ struct kura_fs {
 	int read_only;
 	int fsync_mode;              /* file back end, KURA_SYNC=fsync: durable at sync, not at return */
 	char *pool_path;
-	uid_t uid;
-	gid_t gid;
+	struct kura_creds creds; /* kura_set_creds, if have_creds */
+	int have_creds;
 	/* kura_mount_opts.host_prefix without trailing slashes ("" for "/"),
 	 * NULL when off; host_parent: the length of its parent's path. */
 	char *host_prefix;

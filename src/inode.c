@@ -5,6 +5,7 @@
 #include <string.h>
 #include <time.h>
 #include "alloc.h"
+#include "creds.h"
 #include "fault.h"
 #include "inode.h"
 
@@ -108,7 +109,8 @@ int inode_alloc(struct kura_fs *fs, mode_t mode, uint64_t *out)
 	if (slot->link && (!slot_valid(fs, slot->link) || slot_at(fs, slot->link)->prev != ino))
 		return -EUCLEAN;
 	slot_unlink(fs, ino);
-	struct kura_inode n = { .mode = mode, .nlink = 1, .uid = fs->uid, .gid = fs->gid };
+	const struct kura_creds *c = creds_of(fs);
+	struct kura_inode n = { .mode = mode, .nlink = 1, .uid = c->fsuid, .gid = c->fsgid };
 	n.ctime = fs->op_time;
 	n.atime = n.mtime = n.ctime;
 	n.generation = (uint32_t)fs_state(fs)->next_generation;
@@ -488,6 +490,7 @@ int inode_fallocate(struct kura_fs *fs, uint64_t ino, int mode, uint64_t off, ui
 		return -EFBIG;
 	uint64_t end = off + len;
 	int keep = mode & FALLOC_FL_KEEP_SIZE;
+	int grow = !keep && end > ip->size; /* ip reads the pool, which the size update below changes */
 	if (mode & FALLOC_FL_PUNCH_HOLE) {
 		uint64_t size = ip->size;
 		if (off < size)
@@ -507,10 +510,9 @@ int inode_fallocate(struct kura_fs *fs, uint64_t ino, int mode, uint64_t off, ui
 			bmap_set(fs, ino, fb, nb);
 		}
 	}
-	if (!keep && end > ip->size)
+	if (grow)
 		INO_SET(fs, ino, size, end);
-	if (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE) || (!keep && end > ip->size))
-		inode_touch(fs, ino, TOUCH_M | TOUCH_C);
+	inode_touch(fs, ino, TOUCH_M | TOUCH_C); /* Linux's file_modified, whatever the mode */
 	return fs->tx.err;
 }
 

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "api.h"
+#include "creds.h"
 #include "dir.h"
 #include "inode.h"
 #include "ofile.h"
@@ -40,6 +41,8 @@ void drop_link(struct kura_fs *fs, uint64_t ino)
 		inode_free(fs, ino);
 }
 
+static int may_create(struct kura_fs *fs, const struct kura_inode *dip);
+
 int create_at(struct kura_fs *fs, const struct walk *w, mode_t mode, uint64_t *out)
 {
 	const struct kura_inode *dip = ino_get(fs, w->dir);
@@ -51,15 +54,13 @@ int create_at(struct kura_fs *fs, const struct walk *w, mode_t mode, uint64_t *o
 	if (S_ISDIR(mode) && dip->nlink >= KURA_LINK_MAX)
 		return -EMLINK;
 	uint64_t ino;
+	gid_t gid;
+	mode = creds_new_mode(fs, dip, mode, &gid);
 	err = inode_alloc(fs, mode, &ino);
 	if (err)
 		return err;
-	if (dip->mode & S_ISGID) {
-		/* BSD group semantics, as Linux gives in a setgid directory. */
-		INO_SET(fs, ino, gid, dip->gid);
-		if (S_ISDIR(mode))
-			INO_SET(fs, ino, mode, mode | S_ISGID);
-	}
+	if (gid != creds_of(fs)->fsgid)
+		INO_SET(fs, ino, gid, gid);
 	if (S_ISDIR(mode)) {
 		INO_SET(fs, ino, nlink, 2);
 		INO_SET(fs, ino, parent, w->dir);
@@ -104,21 +105,36 @@ int kura_lstat(kura_fs *fs, const char *path, struct stat *st)
 
 int kura_faccessat(kura_fs *fs, int dirfd, const char *path, int mode, int flags)
 {
-	if (mode & ~(R_OK | W_OK | X_OK) || flags & ~(AT_EACCESS | AT_SYMLINK_NOFOLLOW))
+	if (mode & ~(R_OK | W_OK | X_OK) || flags & ~(AT_EACCESS | AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))
 		return -EINVAL;
-	uint64_t start;
-	int ret = fd_dir_ino(fs, dirfd, path, &start);
-	if (ret)
+	uint64_t start, by_ino = 0;
+	int ret;
+	if (path && !*path && (flags & AT_EMPTY_PATH) && dirfd != KURA_AT_ROOT) {
+		int64_t ino = kura_fd_ino(fs, dirfd);
+		if (ino < 0)
+			return (int)ino;
+		by_ino = (uint64_t)ino;
+	} else if ((ret = fd_dir_ino(fs, dirfd, path, &start))) {
 		return ret;
-	/* Credentials are the mount's: effective and real ids are not told apart. */
+	}
+	if (path && !*path && (flags & AT_EMPTY_PATH))
+		path = "/"; /* KURA_AT_ROOT: the root itself */
+	/* Like Linux, access() asks with the real ids, the whole walk long. */
+	struct kura_creds real;
+	const struct kura_creds *saved = flags & AT_EACCESS ? NULL : creds_use_real(fs, &real);
 	FS_READ(fs, ret, {
-		struct walk w;
-		ret = path_walk(fs, start, path, flags & AT_SYMLINK_NOFOLLOW ? 0 : WALK_FOLLOW, &w);
+		struct walk w = { .ino = by_ino };
+		ret = by_ino ? 0 : path_walk(fs, start, path, flags & AT_SYMLINK_NOFOLLOW ? 0 : WALK_FOLLOW, &w);
+		const struct kura_inode *ip = ret ? NULL : ino_get(fs, w.ino);
+		if (!ret && !ip)
+			ret = -EBADF;
 		if (!ret && mode)
-			ret = perm_check(fs, ino_get(fs, w.ino), mode);
+			ret = perm_check(fs, ip, mode);
 		if (!ret && (mode & W_OK) && fs->read_only)
 			ret = -EROFS;
 	});
+	if (!(flags & AT_EACCESS))
+		creds_restore(saved);
 	return ret;
 }
 
@@ -150,7 +166,7 @@ int kura_mkdirat(kura_fs *fs, int dirfd, const char *path, mode_t mode)
 	uint64_t ino;
 	err = walk_new(fs, start, path, &w);
 	if (!err)
-		err = create_at(fs, &w, S_IFDIR | (mode & 07777), &ino);
+		err = create_at(fs, &w, S_IFDIR | (mode & (0777 | S_ISVTX)), &ino);
 	return fs_end(fs, err);
 }
 
@@ -161,19 +177,24 @@ int kura_mkdir(kura_fs *fs, const char *path, mode_t mode)
 
 int kura_mknodat(kura_fs *fs, int dirfd, const char *path, mode_t mode)
 {
-	if ((mode & S_IFMT) != S_IFREG && (mode & S_IFMT) != 0)
-		return -EOPNOTSUPP;
+	mode_t type = mode & S_IFMT;
+	if (type == S_IFDIR)
+		return -EPERM; /* Linux's may_mknod, before the path */
+	if (type && type != S_IFREG && type != S_IFIFO && type != S_IFCHR && type != S_IFBLK && type != S_IFSOCK)
+		return -EINVAL;
 	uint64_t start;
 	int err = fd_dir_ino(fs, dirfd, path, &start);
 	if (err || (err = fs_begin(fs)))
-		return err;
-	if (err)
 		return err;
 	struct walk w;
 	uint64_t ino;
 	err = walk_new(fs, start, path, &w);
 	if (!err && w.trailing_slash)
 		err = -ENOENT;
+	/* What kura cannot make is refused where a file system without it
+	 * would refuse it: after the path and the permission to create. */
+	if (!err && type && type != S_IFREG)
+		err = may_create(fs, ino_get(fs, w.dir)) ?: -EOPNOTSUPP;
 	if (!err)
 		err = create_at(fs, &w, S_IFREG | (mode & 07777), &ino);
 	return fs_end(fs, err);
@@ -188,36 +209,63 @@ int kura_mknod(kura_fs *fs, const char *path, mode_t mode)
  * root) may remove or rename it. */
 static int sticky_ok(const struct kura_fs *fs, const struct kura_inode *dip, const struct kura_inode *ip)
 {
-	return !(dip->mode & S_ISVTX) || fs->uid == 0 || ip->uid == fs->uid || dip->uid == fs->uid;
+	const struct kura_creds *c = creds_of(fs);
+	return !(dip->mode & S_ISVTX) || ip->uid == c->fsuid || dip->uid == c->fsuid || creds_capable(c, KURA_CAP_FOWNER);
+}
+
+/* Linux's may_delete: may this thread remove (or replace) ip's entry in dip,
+ * and is its type the one the call wants (want_dir: 1 a directory, 0 not
+ * one, -1 either)? */
+static int may_delete(struct kura_fs *fs, const struct kura_inode *dip, const struct kura_inode *ip, uint64_t ino,
+		      int want_dir)
+{
+	int err = perm_check(fs, dip, W_OK | X_OK);
+	if (err)
+		return err;
+	if (!sticky_ok(fs, dip, ip))
+		return -EPERM;
+	if (want_dir == 1 && !S_ISDIR(ip->mode))
+		return -ENOTDIR;
+	if (want_dir == 1 && ino == fs->sb->root_ino)
+		return -EBUSY;
+	if (want_dir == 0 && S_ISDIR(ip->mode))
+		return -EISDIR;
+	if (dip->nlink == 0)
+		return -ENOENT; /* a removed directory, reached through a descriptor */
+	return 0;
+}
+
+/* Linux's may_create, the name known absent. */
+static int may_create(struct kura_fs *fs, const struct kura_inode *dip)
+{
+	if (dip->nlink == 0)
+		return -ENOENT;
+	return perm_check(fs, dip, W_OK | X_OK);
 }
 
 static int remove_name(struct kura_fs *fs, uint64_t start, const char *path, int want_dir)
 {
 	struct walk w;
-	int err = path_walk(fs, start, path, WALK_PARENT, &w);
+	/* Linux's order: the parent's walk, the kind of the last name, its
+	 * lookup, then may_delete. */
+	int err = path_walk(fs, start, path, WALK_PARENT | WALK_DEFER_LONG, &w);
 	if (err)
 		return err;
-	if (w.len == 0)
+	if (w.len == 0 && !w.toolong)
 		return want_dir ? -EBUSY : -EISDIR;
 	if (w.dot)
 		return want_dir ? (w.len == 1 ? -EINVAL : -ENOTEMPTY) : -EISDIR;
+	if (w.toolong)
+		return -ENAMETOOLONG;
 	if (!w.ino)
 		return -ENOENT;
 	const struct kura_inode *ip = ino_get(fs, w.ino);
 	const struct kura_inode *dip = ino_get(fs, w.dir);
-	if (want_dir && !S_ISDIR(ip->mode))
-		return -ENOTDIR;
-	if (!want_dir && S_ISDIR(ip->mode))
-		return -EISDIR;
 	if (!want_dir && w.trailing_slash)
-		return -ENOTDIR;
-	if ((err = perm_check(fs, dip, W_OK | X_OK)))
+		return S_ISDIR(ip->mode) ? -EISDIR : -ENOTDIR;
+	if ((err = may_delete(fs, dip, ip, w.ino, want_dir)))
 		return err;
-	if (!sticky_ok(fs, dip, ip))
-		return -EPERM;
 	if (want_dir) {
-		if (w.ino == fs->sb->root_ino)
-			return -EBUSY;
 		if ((err = dir_empty_check(fs, ip)))
 			return err;
 		INO_SET(fs, w.dir, nlink, dip->nlink - 1);
@@ -238,7 +286,7 @@ int kura_unlinkat(kura_fs *fs, int dirfd, const char *path, int flags)
 	int err = fd_dir_ino(fs, dirfd, path, &start);
 	if (err || (err = fs_begin(fs)))
 		return err;
-	return fs_end(fs, remove_name(fs, start, path, flags & AT_REMOVEDIR));
+	return fs_end(fs, remove_name(fs, start, path, !!(flags & AT_REMOVEDIR)));
 }
 
 int kura_unlink(kura_fs *fs, const char *path)
@@ -249,6 +297,18 @@ int kura_unlink(kura_fs *fs, const char *path)
 int kura_rmdir(kura_fs *fs, const char *path)
 {
 	return kura_unlinkat(fs, KURA_AT_ROOT, path, AT_REMOVEDIR);
+}
+
+/* fs.protected_hardlinks: only the owner may link a file
+ * that is not a regular one it could read and write, or that is set-user-ID
+ * or executable set-group-ID. */
+static int may_hardlink(struct kura_fs *fs, const struct kura_inode *ip)
+{
+	if (!creds_protected_hardlinks() || creds_owner(creds_of(fs), ip))
+		return 0;
+	int safe = S_ISREG(ip->mode) && !(ip->mode & S_ISUID) &&
+		   (ip->mode & (S_ISGID | S_IXGRP)) != (S_ISGID | S_IXGRP) && !perm_check(fs, ip, R_OK | W_OK);
+	return safe ? 0 : -EPERM;
 }
 
 static int do_link(struct kura_fs *fs, uint64_t ostart, const char *oldpath, uint64_t nstart, const char *newpath,
@@ -264,22 +324,23 @@ static int do_link(struct kura_fs *fs, uint64_t ostart, const char *oldpath, uin
 	const struct kura_inode *ip = ino_get(fs, o.ino);
 	if (!ip)
 		return -ENOENT;
-	/* Linux resolves the new name before refusing a directory. */
+	/* Linux's order: the new name's lookup, the hard-link protection,
+	 * may_create, the source's type, then its link count. */
 	if ((err = walk_new(fs, nstart, newpath, &n)))
+		return err;
+	if (n.trailing_slash)
+		return -ENOENT;
+	if ((err = may_hardlink(fs, ip)) || (err = may_create(fs, ino_get(fs, n.dir))))
 		return err;
 	if (S_ISDIR(ip->mode))
 		return -EPERM;
-	if (n.trailing_slash)
-		return -ENOENT;
-	if (ip->nlink >= KURA_LINK_MAX)
-		return -EMLINK;
-	if ((err = perm_check(fs, ino_get(fs, n.dir), W_OK | X_OK)))
-		return err;
 	/* An orphan cannot be linked back, except an O_TMPFILE file by its
 	 * descriptor (Linux's I_LINKABLE), once. */
 	int adopt = ip->nlink == 0 && by_ino && (ip->iflags & INODE_LINKABLE);
 	if (ip->nlink == 0 && !adopt)
 		return -ENOENT;
+	if (ip->nlink >= KURA_LINK_MAX)
+		return -EMLINK;
 	if ((err = dir_add(fs, n.dir, n.name, n.len, o.ino, dtype_of(ip->mode))))
 		return err;
 	if (adopt) {
@@ -421,22 +482,25 @@ static int do_rename(struct kura_fs *fs, uint64_t ostart, const char *oldpath, u
 		return err;
 	if ((err = path_walk(fs, nstart, newpath, WALK_PARENT | WALK_DEFER_LONG, &n)))
 		return err;
-	/* Linux's order: the old name's lookup, then the new name's. */
+	/* Linux's order (do_renameat2, vfs_rename): the kinds of both last
+	 * names, the old name's lookup, the new name's, the flags, trailing
+	 * slashes, ancestry, then the permissions. */
+	if ((o.len == 0 && !o.toolong) || o.dot)
+		return -EBUSY;
+	if ((n.len == 0 && !n.toolong) || n.dot)
+		return flags & RENAME_NOREPLACE ? -EEXIST : -EBUSY;
 	if (o.toolong)
 		return -ENAMETOOLONG;
-	if (o.len == 0 || o.dot)
-		return -EBUSY;
 	if (!o.ino)
 		return -ENOENT;
 	if (n.toolong)
 		return -ENAMETOOLONG;
-	if (n.len == 0 || n.dot)
-		return -EBUSY;
+	if ((flags & RENAME_NOREPLACE) && n.ino)
+		return -EEXIST;
 	const struct kura_inode *sip = ino_get(fs, o.ino);
 	int src_dir = S_ISDIR(sip->mode);
-	/* Trailing slashes, in Linux's order: each name's slash is judged by
-	 * the type of what it names, except that without RENAME_EXCHANGE the
-	 * source's type judges both. */
+	/* Each name's slash is judged by the type of what it names, except
+	 * that without RENAME_EXCHANGE the source's type judges both. */
 	if (flags & RENAME_EXCHANGE) {
 		if (!n.ino)
 			return -ENOENT;
@@ -445,24 +509,32 @@ static int do_rename(struct kura_fs *fs, uint64_t ostart, const char *oldpath, u
 	}
 	if (!src_dir && (o.trailing_slash || (!(flags & RENAME_EXCHANGE) && n.trailing_slash)))
 		return -ENOTDIR;
-	if ((flags & RENAME_NOREPLACE) && n.ino)
-		return -EEXIST;
-	const struct kura_inode *odip = ino_get(fs, o.dir), *ndip = ino_get(fs, n.dir);
-	if ((err = perm_check(fs, odip, W_OK | X_OK)) || (err = perm_check(fs, ndip, W_OK | X_OK)))
-		return err;
-	if (o.ino == n.ino)
-		return 0; /* the same file: POSIX says do nothing */
 	const struct kura_inode *tip = n.ino ? ino_get(fs, n.ino) : NULL;
 	int tgt_dir = tip && S_ISDIR(tip->mode);
-	/* A target that contains the source can never be emptied by this rename. */
-	if (tgt_dir && !(flags & RENAME_EXCHANGE) && is_within(fs, o.dir, n.ino))
-		return -ENOTEMPTY;
-	if (!sticky_ok(fs, odip, sip) || (tip && !sticky_ok(fs, ndip, tip)))
-		return -EPERM;
-	if (src_dir && is_within(fs, n.dir, o.ino))
+	/* The source may not contain the target, nor (unless exchanged, then
+	 * EINVAL) the target the source. */
+	if (src_dir && o.ino != n.ino && is_within(fs, n.dir, o.ino))
 		return -EINVAL;
-	if ((flags & RENAME_EXCHANGE) && tgt_dir && is_within(fs, o.dir, n.ino))
-		return -EINVAL;
+	if (tgt_dir && o.ino != n.ino && is_within(fs, o.dir, n.ino))
+		return flags & RENAME_EXCHANGE ? -EINVAL : -ENOTEMPTY;
+	if (o.ino == n.ino)
+		return 0; /* the same file: POSIX says do nothing */
+	const struct kura_inode *odip = ino_get(fs, o.dir), *ndip = ino_get(fs, n.dir);
+	if ((err = may_delete(fs, odip, sip, o.ino, -1)))
+		return err;
+	if (!tip)
+		err = may_create(fs, ndip);
+	else
+		err = may_delete(fs, ndip, tip, n.ino, flags & RENAME_EXCHANGE ? -1 : src_dir);
+	if (err)
+		return err;
+	/* A directory that changes parent has its ".." rewritten. */
+	if (o.dir != n.dir && ((src_dir && (err = perm_check(fs, sip, W_OK))) ||
+			       ((flags & RENAME_EXCHANGE) && tgt_dir && (err = perm_check(fs, tip, W_OK)))))
+		return err;
+	if (o.dir != n.dir && ((src_dir && !tgt_dir && ndip->nlink >= KURA_LINK_MAX) ||
+			       ((flags & RENAME_EXCHANGE) && !src_dir && tgt_dir && odip->nlink >= KURA_LINK_MAX)))
+		return -EMLINK;
 	if (flags & RENAME_EXCHANGE) {
 		if ((err = dir_retarget(fs, o.dir, o.name, o.len, n.ino, dtype_of(tip->mode))) ||
 		    (err = dir_retarget(fs, n.dir, n.name, n.len, o.ino, dtype_of(sip->mode))))
@@ -474,10 +546,6 @@ static int do_rename(struct kura_fs *fs, uint64_t ostart, const char *oldpath, u
 		inode_touch(fs, n.ino, TOUCH_C);
 	} else {
 		if (tip) {
-			if (src_dir && !tgt_dir)
-				return -ENOTDIR;
-			if (!src_dir && tgt_dir)
-				return -EISDIR;
 			if (tgt_dir && (err = dir_empty_check(fs, tip)))
 				return err;
 			if ((err = dir_retarget(fs, n.dir, n.name, n.len, o.ino, dtype_of(sip->mode))))
@@ -485,11 +553,8 @@ static int do_rename(struct kura_fs *fs, uint64_t ostart, const char *oldpath, u
 			if (tgt_dir)
 				INO_SET(fs, n.dir, nlink, ndip->nlink - 1);
 			drop_link(fs, n.ino);
-		} else {
-			if (src_dir && ndip->nlink >= KURA_LINK_MAX && o.dir != n.dir)
-				return -EMLINK;
-			if ((err = dir_add(fs, n.dir, n.name, n.len, o.ino, dtype_of(sip->mode))))
-				return err;
+		} else if ((err = dir_add(fs, n.dir, n.name, n.len, o.ino, dtype_of(sip->mode)))) {
+			return err;
 		}
 		if ((err = dir_remove(fs, o.dir, o.name, o.len)))
 			return err;
@@ -523,40 +588,74 @@ int kura_rename(kura_fs *fs, const char *oldpath, const char *newpath, unsigned 
 
 /* ---- attributes ---------------------------------------------------------- */
 
+/* chmod, as Linux's notify_change and setattr_prepare. */
 static int set_mode(struct kura_fs *fs, uint64_t ino, mode_t mode)
 {
 	const struct kura_inode *ip = ino_get(fs, ino);
-	if (fs->uid != 0 && ip->uid != fs->uid)
+	const struct kura_creds *c = creds_of(fs);
+	if (S_ISLNK(ip->mode))
+		return -EOPNOTSUPP; /* symlinks have no mode of their own to change */
+	if (!creds_owner(c, ip))
 		return -EPERM;
-	INO_SET(fs, ino, mode, (ip->mode & S_IFMT) | (mode & 07777));
+	mode &= 07777;
+	if ((mode & S_ISGID) && !creds_group_or_fsetid(c, ip->gid))
+		mode &= ~(mode_t)S_ISGID; /* silently, as Linux */
+	INO_SET(fs, ino, mode, (ip->mode & S_IFMT) | mode);
 	inode_touch(fs, ino, TOUCH_C);
 	return fs->tx.err;
 }
 
+/* chown, as Linux's chown_common, notify_change and setattr_prepare: the
+ * owner may give a file to a group of theirs, CAP_CHOWN anything; a
+ * non-directory loses its set-user-ID bit, and its set-group-ID bit where
+ * it means something (group-executable) or the caller is not of the
+ * group, which is a change of mode only the owner may make. */
 static int set_owner(struct kura_fs *fs, uint64_t ino, uid_t uid, gid_t gid)
 {
 	const struct kura_inode *ip = ino_get(fs, ino);
-	int change_uid = uid != (uid_t)-1 && uid != ip->uid;
-	int change_gid = gid != (gid_t)-1 && gid != ip->gid;
-	if (fs->uid != 0 && (change_uid || (change_gid && (ip->uid != fs->uid || gid != fs->gid))))
+	const struct kura_creds *c = creds_of(fs);
+	int chown_cap = creds_capable(c, KURA_CAP_CHOWN), own = ip->uid == c->fsuid;
+	mode_t mode = ip->mode;
+	if (!S_ISDIR(mode)) {
+		mode &= ~(mode_t)S_ISUID;
+		if ((mode & S_ISGID) && ((mode & S_IXGRP) || !creds_group_or_fsetid(c, ip->gid)))
+			mode &= ~(mode_t)S_ISGID;
+	}
+	if (uid != (uid_t)-1 && !((own && uid == ip->uid) || chown_cap))
 		return -EPERM;
+	if (gid != (gid_t)-1 && !((own && (gid == ip->gid || creds_in_group(c, gid))) || chown_cap))
+		return -EPERM;
+	if (mode != ip->mode) {
+		if (!creds_owner(c, ip))
+			return -EPERM;
+		if (!creds_group_or_fsetid(c, gid != (gid_t)-1 ? gid : ip->gid))
+			mode &= ~(mode_t)S_ISGID;
+		INO_SET(fs, ino, mode, mode);
+	}
 	if (uid != (uid_t)-1)
 		INO_SET(fs, ino, uid, uid);
 	if (gid != (gid_t)-1)
 		INO_SET(fs, ino, gid, gid);
-	/* Linux clears set-id bits on a chown of a non-directory. */
-	if (!S_ISDIR(ip->mode) && (uid != (uid_t)-1 || gid != (gid_t)-1) && (ip->mode & (S_ISUID | S_ISGID)))
-		INO_SET(fs, ino, mode, ip->mode & ~(mode_t)(S_ISUID | ((ip->mode & 010) ? S_ISGID : 0)));
 	inode_touch(fs, ino, TOUCH_C);
 	return fs->tx.err;
 }
 
+static int nsec_valid(long nsec)
+{
+	return nsec == UTIME_NOW || nsec == UTIME_OMIT || (nsec >= 0 && nsec < 1000000000);
+}
+
+/* utimensat, as Linux's vfs_utimes: explicit times are the owner's to set;
+ * "now" anyone's who may write. */
 static int set_times(struct kura_fs *fs, uint64_t ino, const struct timespec times[2])
 {
 	const struct kura_inode *ip = ino_get(fs, ino);
-	int explicit_time = times && !(times[0].tv_nsec == UTIME_NOW && times[1].tv_nsec == UTIME_NOW);
-	if (fs->uid != 0 && ip->uid != fs->uid) {
-		if (explicit_time)
+	if (times && (!nsec_valid(times[0].tv_nsec) || !nsec_valid(times[1].tv_nsec)))
+		return -EINVAL;
+	if (times && times[0].tv_nsec == UTIME_NOW && times[1].tv_nsec == UTIME_NOW)
+		times = NULL;
+	if (!creds_owner(creds_of(fs), ip)) {
+		if (times)
 			return -EPERM;
 		if (perm_check(fs, ip, W_OK))
 			return -EACCES;
@@ -568,8 +667,6 @@ static int set_times(struct kura_fs *fs, uint64_t ino, const struct timespec tim
 			if (times[i].tv_nsec == UTIME_OMIT)
 				continue;
 			if (times[i].tv_nsec != UTIME_NOW) {
-				if (times[i].tv_nsec < 0 || times[i].tv_nsec >= 1000000000)
-					return -EINVAL;
 				t.sec = times[i].tv_sec;
 				t.nsec = (uint32_t)times[i].tv_nsec;
 			}
@@ -600,11 +697,11 @@ static int path_attr(struct kura_fs *fs, int dirfd, const char *path, int follow
 
 int kura_fchmodat(kura_fs *fs, int dirfd, const char *path, mode_t mode, int flags)
 {
-	if (flags & ~AT_SYMLINK_NOFOLLOW)
+	if (flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))
 		return -EINVAL;
-	if (flags & AT_SYMLINK_NOFOLLOW)
-		return -EOPNOTSUPP; /* as Linux: symlinks have no mode of their own to change */
-	return path_attr(fs, dirfd, path, 1, 0, mode, 0, 0, NULL);
+	if (path && !*path && (flags & AT_EMPTY_PATH))
+		return kura_fchmod(fs, dirfd, mode);
+	return path_attr(fs, dirfd, path, !(flags & AT_SYMLINK_NOFOLLOW), 0, mode, 0, 0, NULL);
 }
 
 int kura_fchownat(kura_fs *fs, int dirfd, const char *path, uid_t uid, gid_t gid, int flags)
@@ -618,6 +715,8 @@ int kura_fchownat(kura_fs *fs, int dirfd, const char *path, uid_t uid, gid_t gid
 
 int kura_utimensat(kura_fs *fs, int dirfd, const char *path, const struct timespec times[2], int flags)
 {
+	if (times && times[0].tv_nsec == UTIME_OMIT && times[1].tv_nsec == UTIME_OMIT)
+		return 0; /* as Linux: nothing to do, not even the path is looked at */
 	if (flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))
 		return -EINVAL;
 	if (!path || (!*path && (flags & AT_EMPTY_PATH)))
@@ -638,6 +737,25 @@ int kura_chown(kura_fs *fs, const char *path, uid_t uid, gid_t gid, int nofollow
 int kura_utimens(kura_fs *fs, const char *path, const struct timespec times[2], int nofollow)
 {
 	return kura_utimensat(fs, KURA_AT_ROOT, path, times, nofollow ? AT_SYMLINK_NOFOLLOW : 0);
+}
+
+void kill_privs(struct kura_fs *fs, uint64_t ino, const struct kura_inode *ip)
+{
+	const struct kura_creds *c = creds_of(fs);
+	mode_t mode = ip->mode;
+	if (!S_ISREG(mode) || !(mode & (S_ISUID | S_ISGID)) || creds_capable(c, KURA_CAP_FSETID))
+		return;
+	mode &= ~(mode_t)S_ISUID;
+	if ((mode & S_ISGID) && ((mode & S_IXGRP) || !creds_in_group(c, ip->gid)))
+		mode &= ~(mode_t)S_ISGID;
+	if (mode != ip->mode)
+		INO_SET(fs, ino, mode, mode);
+}
+
+int truncate_ino(struct kura_fs *fs, uint64_t ino, uint64_t length)
+{
+	kill_privs(fs, ino, ino_get(fs, ino));
+	return inode_truncate(fs, ino, length);
 }
 
 /* Used by the descriptor-based variants in files.c. */
@@ -669,8 +787,10 @@ int kura_truncateat(kura_fs *fs, int dirfd, const char *path, off_t length)
 		const struct kura_inode *ip = ino_get(fs, w.ino);
 		if (S_ISDIR(ip->mode))
 			err = -EISDIR;
+		else if (!S_ISREG(ip->mode))
+			err = -EINVAL;
 		else if ((err = perm_check(fs, ip, W_OK)) == 0)
-			err = inode_truncate(fs, w.ino, (uint64_t)length);
+			err = truncate_ino(fs, w.ino, (uint64_t)length);
 	}
 	return fs_end(fs, err);
 }

@@ -10,24 +10,6 @@
 #include "inode.h"
 #include "path.h"
 
-int perm_check(const struct kura_fs *fs, const struct kura_inode *ip, int mask)
-{
-	if (fs->uid == 0) {
-		/* root may do anything except execute what nobody may execute */
-		if ((mask & X_OK) && !S_ISDIR(ip->mode) && !(ip->mode & 0111))
-			return -EACCES;
-		return 0;
-	}
-	unsigned bits;
-	if (ip->uid == fs->uid)
-		bits = (ip->mode >> 6) & 7;
-	else if (ip->gid == fs->gid)
-		bits = (ip->mode >> 3) & 7;
-	else
-		bits = ip->mode & 7;
-	return (bits & (unsigned)mask) == (unsigned)mask ? 0 : -EACCES;
-}
-
 static unsigned dtype_of(mode_t mode)
 {
 	return S_ISDIR(mode) ? DT_DIR : S_ISLNK(mode) ? DT_LNK : DT_REG;
@@ -83,9 +65,6 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 {
 	char buf[2][PATH_MAX + KURA_SYMLINK_MAX + 2];
 	int which = 0, links = 0;
-	/* With a host prefix: the text before tgt_end came from symlink
-	 * targets, where a ".." above the root leaves the pool. */
-	const char *tgt_end = NULL;
 	size_t plen = strnlen(path, PATH_MAX);
 	if (plen >= PATH_MAX)
 		return -ENAMETOOLONG;
@@ -125,6 +104,11 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 			p++;
 		int last = !*p;
 		int err = perm_check(fs, dip, X_OK);
+		if (err)
+			return err;
+		int dotname = (len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.');
+		if (last && slash && (flags & WALK_CREAT) && !dotname)
+			return -EISDIR;
 		if (len > KURA_NAME_MAX) {
 			/* rename resolves both parents before it judges either name */
 			if (!last || (flags & (WALK_PARENT | WALK_DEFER_LONG)) != (WALK_PARENT | WALK_DEFER_LONG))
@@ -133,16 +117,16 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 			w->toolong = 1;
 			return 0;
 		}
-		if (err)
-			return err;
 		uint64_t child;
 		unsigned type;
-		int dot = (len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.');
+		int dot = dotname;
 		if (len == 1 && name[0] == '.') {
 			child = cur;
 			type = DT_DIR;
 		} else if (dot) {
-			if (cur == root && tgt_end && name < tgt_end)
+			/* With a host prefix the pool's root has a parent: the
+			 * host directory holding the prefix, as a mount point's. */
+			if (cur == root && fs->host_prefix)
 				return escape(fs->host_prefix, fs->host_parent, 1, p);
 			child = dip->parent;
 			type = DT_DIR;
@@ -179,7 +163,6 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 			if (last && !slash)
 				nb[tl] = 0;
 			if (fs->host_prefix) {
-				tgt_end = nb + tl + (tgt_end && tgt_end > p ? 1 + (size_t)(tgt_end - p) : 0);
 				if (nb[0] == '/') {
 					size_t pl = fs->host_plen;
 					if (strncmp(nb, fs->host_prefix, pl) || (nb[pl] != '/' && nb[pl]))

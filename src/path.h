@@ -7,12 +7,15 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "creds.h" /* perm_check, for every caller of path_walk */
 #include "fs.h"
 
 enum {
 	WALK_FOLLOW = 1, /* follow a symlink in the last component */
 	WALK_PARENT = 2, /* stop at the last component's directory; a missing last component is not an error */
 	WALK_DEFER_LONG = 4, /* with WALK_PARENT: an over-long last name sets toolong instead of failing */
+	WALK_CREAT = 8, /* open(O_CREAT): a last name with a trailing slash, also one a followed
+			 * symlink ends in, is -EISDIR before it is looked up, as Linux has it */
 };
 
 struct walk {
@@ -30,7 +33,5 @@ struct walk {
  * absolute symlink targets always start at the root. */
 int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int flags, struct walk *w);
 
-/* mask: R_OK|W_OK|X_OK.  0 or -EACCES. */
-int perm_check(const struct kura_fs *fs, const struct kura_inode *ip, int mask);
 
 #endif

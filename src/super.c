@@ -561,8 +561,6 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 			goto fail_tx;
 		}
 	}
-	fs->uid = geteuid();
-	fs->gid = getegid();
 	fs->pool_path = strdup(path);
 	pthread_mutex_init(&fs->fd_mutex, NULL);
 	if (!opts->no_recover) {

@@ -608,3 +608,66 @@ def test_host_symlinks_into_prefix(env, tmp_path):
     assert "realpath d/rl: BASE/dir/f\n" in out0 and "run from the pool\n" in out0
     assert not os.path.exists(PREFIX)  # nothing was created in the kernel's namespace
     assert (rc1, out1) == (rc0, out0)
+
+
+MOUNTPOINT = r"""
+import os, sys
+prefix = sys.argv[1]
+parent, base = os.path.split(prefix)
+# listed in its parent, as a directory, with the pool root's inode number
+print(base in os.listdir(parent))
+print([e.is_dir() for e in os.scandir(parent) if e.name == base])
+print([e.inode() for e in os.scandir(parent) if e.name == base] == [os.stat(prefix).st_ino])
+# reached one component at a time from a descriptor of the parent
+pfd = os.open(parent, os.O_RDONLY | os.O_DIRECTORY)
+d = os.open(base, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=pfd)
+print(os.stat("mp/f", dir_fd=d).st_size, sorted(os.listdir(os.open("mp", os.O_RDONLY, dir_fd=d))))
+print(os.stat(base, dir_fd=pfd, follow_symlinks=False).st_ino == os.stat(prefix).st_ino)
+"""
+
+
+def test_prefix_as_mount_point(env, tmp_path):
+    """The prefix shows in its parent directory and is reached relative to a
+    descriptor of it, as a mount point would be: find and rsync get in.
+    rsync -aH copies a tree with modes, times, symlinks and hard links into
+    the pool and back out unchanged."""
+    e = env["env"]
+    subprocess.run(["sh", "-c", f"mkdir -p {PREFIX}/mp && echo four > {PREFIX}/mp/f"], env=e, check=True)
+    r = subprocess.run(["python3", "-c", MOUNTPOINT, PREFIX], env=e, capture_output=True, text=True, timeout=60)
+    assert r.stdout == "True\n[True]\nTrue\n5 ['f']\nTrue\n", r.stderr
+    r = subprocess.run(["find", os.path.dirname(PREFIX), "-maxdepth", "1", "-name", os.path.basename(PREFIX)],
+                       env=e, capture_output=True, text=True, timeout=60)
+    assert r.stdout == PREFIX + "\n", r.stderr
+    if not shutil.which("rsync"):
+        pytest.skip("rsync is not installed (scripts/deps.sh installs it)")
+    src, back = tmp_path / "src", tmp_path / "back"
+    (src / "d" / "e").mkdir(parents=True)
+    for i in range(20):
+        (src / "d" / f"f{i}").write_bytes(os.urandom(i * 700))
+    (src / "d" / "e" / "x").write_text("x\n")
+    os.link(src / "d" / "f3", src / "d" / "e" / "hard")
+    os.symlink("../f1", src / "d" / "e" / "rel")
+    os.symlink("/etc/hostname", src / "abs")
+    os.chmod(src / "d" / "f2", 0o640)
+    os.chmod(src / "d" / "e", 0o750)
+    # rsync leaves a time alone when it is within a second of the copy's (on
+    # any file system): old times, with nanoseconds, make it copy them all.
+    for i, (dirpath, dirs, files) in enumerate(sorted(os.walk(src), reverse=True)):
+        for j, n in enumerate(files + dirs + ["."]):
+            t = 1_500_000_000_123_456_789 - (i * 100 + j) * 1_000_000_007
+            os.utime(os.path.join(dirpath, n), ns=(t, t), follow_symlinks=False)
+    r = subprocess.run(["sh", "-c", f"rsync -aH {src}/ {PREFIX}/rs/ && rsync -aH {PREFIX}/rs/ {back}/"],
+                       env=e, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+
+    def listing(root):
+        out = []
+        for dirpath, dirs, files in os.walk(root):
+            for n in sorted(dirs + files):
+                p = os.path.join(dirpath, n)
+                st = os.lstat(p)
+                data = os.readlink(p) if os.path.islink(p) else (
+                    open(p, "rb").read() if os.path.isfile(p) else b"")
+                out.append((os.path.relpath(p, root), st.st_mode, st.st_nlink, st.st_mtime_ns, data))
+        return sorted(out)
+    assert listing(back) == listing(src)

@@ -80,6 +80,7 @@ kura_fs *kp_fs(int m)
 {
 	struct kp_mount *mt = &kp_mounts[m];
 	kura_fs *fs = __atomic_load_n(&mt->fs, __ATOMIC_ACQUIRE);
+	kp_creds_sync(); /* the engine call that follows checks them */
 	if (fs)
 		return fs;
 	pthread_mutex_lock(&mount_lock);
@@ -101,6 +102,19 @@ kura_fs *kp_fs(int m)
 	}
 	pthread_mutex_unlock(&mount_lock);
 	return mt->fs;
+}
+
+void kp_mount_all(void)
+{
+	static int done; /* a pool missing now, or unreadable after a drop, stays so */
+	if (__atomic_exchange_n(&done, 1, __ATOMIC_ACQ_REL))
+		return;
+	kp_config();
+	int er = errno;
+	for (int m = 0; m < kp_nmounts; m++)
+		if (kp_fs(m))
+			kp_lock_exec_table(m); /* the lock table too: attached as the pool's users are */
+	errno = er;
 }
 
 /* Adopts an already mounted engine (after exec). */
@@ -161,10 +175,12 @@ static void fork_prepare(void)
 	for (int i = 0; i < kp_nmounts; i++)
 		if (kp_mounts[i].fs)
 			kura_fork_prepare(kp_mounts[i].fs);
+	kp_creds_fork_prepare();
 }
 
 static void fork_parent(void)
 {
+	kp_creds_fork_done();
 	for (int i = kp_nmounts - 1; i >= 0; i--)
 		if (kp_mounts[i].fs)
 			kura_fork_parent(kp_mounts[i].fs);
@@ -176,6 +192,7 @@ static void fork_parent(void)
 static void fork_child(void)
 {
 	kp_pid = (pid_t)syscall(SYS_getpid);
+	kp_creds_fork_done();
 	for (int i = kp_nmounts - 1; i >= 0; i--)
 		if (kp_mounts[i].fs)
 			kura_fork_child(kp_mounts[i].fs);
@@ -204,6 +221,7 @@ __attribute__((destructor)) static void kp_fini(void)
 __attribute__((constructor)) static void kp_init(void)
 {
 	kp_config();
+	kp_creds_init(); /* after exec: whatever the new image runs as */
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	kp_inherit();
 }

@@ -123,8 +123,10 @@ KP_EXPORT DIR *fdopendir(int fd)
 KP_EXPORT int closedir(DIR *dp)
 {
 	struct kdir *k = ours(dp);
-	if (!k)
+	if (!k) {
+		kp_mountpoint_forget(dp);
 		return REAL(closedir)(dp);
+	}
 	int fd = k->fd;
 	k->magic = 0;
 	free(k);
@@ -150,11 +152,24 @@ static int next(struct kdir *k, struct dirent64 **out)
 	return 1;
 }
 
+/* A host stream: its entries, then the prefixes it is the parent of. */
+static struct dirent64 *host_next(DIR *dp)
+{
+	int er = errno;
+	errno = 0;
+	struct dirent64 *d = REAL(readdir64)(dp);
+	if (!d && !errno && kp_nmounts)
+		d = kp_mountpoint_next(dp, REAL(dirfd)(dp));
+	if (!errno)
+		errno = er;
+	return d;
+}
+
 KP_EXPORT struct dirent64 *readdir64(DIR *dp)
 {
 	struct kdir *k = ours(dp);
 	if (!k)
-		return REAL(readdir64)(dp);
+		return host_next(dp);
 	struct dirent64 *d;
 	int r = next(k, &d);
 	if (r < 0)
@@ -165,20 +180,25 @@ KP_EXPORT struct dirent64 *readdir64(DIR *dp)
 /* struct dirent and struct dirent64 have one layout on x86-64. */
 KP_EXPORT struct dirent *readdir(DIR *dp)
 {
-	if (!ours(dp))
-		return REAL(readdir)(dp);
 	return (struct dirent *)readdir64(dp);
 }
 
 KP_EXPORT int readdir64_r(DIR *dp, struct dirent64 *entry, struct dirent64 **result)
 {
 	struct kdir *k = ours(dp);
-	if (!k)
-		return REAL(readdir64_r)(dp, entry, result);
 	struct dirent64 *d;
-	int r = next(k, &d);
-	if (r < 0)
-		return -r;
+	if (!k) {
+		int er = errno;
+		d = host_next(dp);
+		int r = d || errno == er ? 0 : errno;
+		errno = er;
+		if (r)
+			return r;
+	} else {
+		int r = next(k, &d);
+		if (r < 0)
+			return -r;
+	}
 	if (d)
 		memcpy(entry, d, sizeof *d);
 	*result = d ? entry : NULL;
@@ -187,8 +207,6 @@ KP_EXPORT int readdir64_r(DIR *dp, struct dirent64 *entry, struct dirent64 **res
 
 KP_EXPORT int readdir_r(DIR *dp, struct dirent *entry, struct dirent **result)
 {
-	if (!ours(dp))
-		return REAL(readdir_r)(dp, entry, result);
 	return readdir64_r(dp, (struct dirent64 *)entry, (struct dirent64 **)result);
 }
 
@@ -196,6 +214,7 @@ KP_EXPORT void rewinddir(DIR *dp)
 {
 	struct kdir *k = ours(dp);
 	if (!k) {
+		kp_mountpoint_forget(dp);
 		REAL(rewinddir)(dp);
 		return;
 	}
@@ -212,6 +231,7 @@ KP_EXPORT void seekdir(DIR *dp, long loc)
 {
 	struct kdir *k = ours(dp);
 	if (!k) {
+		kp_mountpoint_forget(dp);
 		REAL(seekdir)(dp, loc);
 		return;
 	}

@@ -40,7 +40,10 @@ struct kp_fd *kp_get(int fd)
 	if (!c)
 		return NULL;
 	struct kp_fd *e = &c[fd % CHUNK];
-	return __atomic_load_n(&e->used, __ATOMIC_ACQUIRE) ? e : NULL;
+	if (!__atomic_load_n(&e->used, __ATOMIC_ACQUIRE))
+		return NULL;
+	kp_creds_sync(); /* the engine call that follows checks them */
+	return e;
 }
 
 static struct kp_fd *slot(int fd)

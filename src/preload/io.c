@@ -83,6 +83,12 @@ int kp_open_path(struct kp_path *kp, int flags, mode_t mode)
 		flags = (flags & ~(O_PATH | O_ACCMODE)) | O_RDONLY;
 	if ((flags & O_CREAT) || tmpfile)
 		mode &= ~cur_umask();
+	int acc = flags & O_ACCMODE;
+	if (!tmpfile && (acc != O_RDONLY || (flags & O_TRUNC)) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL)) {
+		int busy = kp_exec_check_write(kp->mnt, kp->kdirfd, kp->p, open_follows(flags), acc);
+		if (busy)
+			return (int)kp_ret(busy);
+	}
 	int kfd = kura_openat(fs, kp->kdirfd, kp->p, flags & ~O_CLOEXEC, mode);
 	if (kfd == KURA_ESCAPED)
 		return open_escaped(kp, flags0, mode0);
@@ -90,14 +96,16 @@ int kp_open_path(struct kp_path *kp, int flags, mode_t mode)
 		return (int)kp_ret(kfd);
 	struct stat st;
 	int isdir = kura_fstat(fs, kfd, &st) == 0 && S_ISDIR(st.st_mode);
-	if (tmpfile && kp->host[0]) {
-		/* Linux names an unnamed file "DIR/#INO" (readlink adds " (deleted)"). */
-		char name[PATH_MAX + 32];
+	/* The name the descriptor shows: what the path came to ("d/.." is the
+	 * parent); Linux names an unnamed file "DIR/#INO" (readlink adds
+	 * " (deleted)"). */
+	char name[PATH_MAX + 32];
+	if (tmpfile)
 		snprintf(name, sizeof name, "%s/#%llu", kp->host, (unsigned long long)st.st_ino);
-		kp_normalise(name);
-		return kp_install(kp->mnt, kfd, flags & O_CLOEXEC, name, 0);
-	}
-	return kp_install(kp->mnt, kfd, flags & O_CLOEXEC, kp->host[0] ? kp->host : NULL, isdir);
+	else
+		snprintf(name, sizeof name, "%s", kp->host);
+	kp_normalise(name);
+	return kp_install(kp->mnt, kfd, flags & O_CLOEXEC, kp->host[0] ? name : NULL, isdir && !tmpfile);
 }
 
 /* Opening /proc/self/fd/N or /dev/fd/N of a placeholder: as Linux, a new
@@ -116,7 +124,16 @@ static int reopen_fd(int pfd, int flags, mode_t mode)
 	}
 	if (flags & O_PATH)
 		flags = (flags & ~(O_PATH | O_ACCMODE)) | O_RDONLY;
-	int kfd = kura_reopen(FS(e), e->kfd, flags & ~(O_CLOEXEC | O_NOFOLLOW));
+	int64_t ino = kura_fd_ino(FS(e), e->kfd);
+	int writes = (flags & O_ACCMODE) != O_RDONLY || (flags & O_TRUNC);
+	int busy = writes && ino > 0 && kp_exec_busy(e->mnt, (uint64_t)ino);
+	/* When busy, opened (without truncating) only for the errors Linux
+	 * reports before ETXTBSY. */
+	int kfd = kura_reopen(FS(e), e->kfd, (flags & ~(O_CLOEXEC | O_NOFOLLOW)) & ~(busy ? O_TRUNC : 0));
+	if (kfd >= 0 && busy) {
+		kura_close(FS(e), kfd);
+		kfd = -ETXTBSY;
+	}
 	if (kfd < 0)
 		return (int)kp_ret(kfd);
 	return kp_install(e->mnt, kfd, flags & O_CLOEXEC, e->path, e->isdir);
@@ -127,8 +144,8 @@ static int do_openat(int dirfd, const char *path, int flags, mode_t mode)
 	kp_config();
 	if (kp_inside)
 		return kp_relocate(REAL(openat)(dirfd, path, flags, mode));
-	if (kp_nmounts == 0 || !KP_NN(path))
-		return REAL(openat)(dirfd, path, flags, mode);
+	if (kp_nmounts == 0 || !KP_PATH_OK(path))
+		return REAL(openat)(dirfd, path, flags, mode); /* the kernel's EFAULT or ENAMETOOLONG */
 	if (path[0] == '/' && (path[1] == 'p' || path[1] == 'd')) {
 		int pfd = kp_procfd(path);
 		if (pfd >= 0)
@@ -842,10 +859,12 @@ static void *private_copy(void *addr, size_t len, int prot, int flags, struct kp
 KP_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	struct kp_fd *e = (flags & MAP_ANONYMOUS) ? NULL : kp_get(fd);
-	if (!e)
-		return REAL(mmap)(addr, len, prot, flags, fd, off);
-	if ((flags & MAP_TYPE) == MAP_PRIVATE)
-		return private_copy(addr, len, prot, flags, e, off);
+	if (!e || (flags & MAP_TYPE) == MAP_PRIVATE) {
+		void *p = e ? private_copy(addr, len, prot, flags, e, off) : REAL(mmap)(addr, len, prot, flags, fd, off);
+		if (flags & MAP_FIXED)
+			kp_map_fixed(); /* it may have replaced readable pages */
+		return p;
+	}
 	kp_unsupported("mmap MAP_SHARED", ENODEV);
 	return MAP_FAILED;
 }

@@ -55,6 +55,14 @@
 		q_ != NULL;                      \
 	})
 
+/* 0 if path is a string the layer may read (readable up to its NUL,
+ * shorter than PATH_MAX), else what the kernel answers for it: -EFAULT or
+ * -ENAMETOOLONG (argcheck.c). */
+int kp_path_arg(const char *path);
+#define KP_PATH_OK(p) (kp_path_arg(p) == 0)
+/* mmap with MAP_FIXED may have replaced readable pages. */
+void kp_map_fixed(void);
+
 /* Set errno from a kura result (negative errno) and return -1, or pass the
  * non-negative result through. */
 static inline long kp_ret(long r)
@@ -84,6 +92,10 @@ extern __thread int kp_inside; /* >0 while the layer itself calls libc/engine */
 void kp_config(void);
 /* The engine of mount m, mounting it on first use; NULL with errno set. */
 kura_fs *kp_fs(int m);
+/* Mounts every pool not mounted yet, and attaches its lock table: before
+ * a program changes its credentials, as a file system is mounted before
+ * a daemon drops privileges (it may not open the pool file afterwards). */
+void kp_mount_all(void);
 /* Adopts an engine mounted elsewhere (kura_mount_inherit after exec). */
 void kp_set_fs(int m, kura_fs *fs);
 /* One message per name on stderr when KURA_DEBUG is set; sets errno. */
@@ -92,6 +104,23 @@ void kp_debug(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 extern int kp_debug_on;
 /* The pid cached at init and refreshed in fork children. */
 extern pid_t kp_pid;
+
+/* ---- credentials (creds.c) ---- */
+
+/* Reads the process's credentials (the constructor; idempotent). */
+void kp_creds_init(void);
+/* Brings this thread's copy, which the engine checks calls against, up to
+ * date with credential changes made since; cheap when there were none. */
+extern unsigned kp_creds_gen;
+extern __thread unsigned kp_creds_seen;
+void kp_creds_refresh(void);
+static inline void kp_creds_sync(void)
+{
+	if (__builtin_expect(kp_creds_seen != __atomic_load_n(&kp_creds_gen, __ATOMIC_ACQUIRE), 0))
+		kp_creds_refresh();
+}
+void kp_creds_fork_prepare(void);
+void kp_creds_fork_done(void);
 
 /* ---- descriptor table (fdtab.c) ---- */
 
@@ -146,11 +175,18 @@ int kp_resolve(int dirfd, const char *path, struct kp_path *out);
 /* The same without asking the engine: the caller handles KURA_ESCAPED
  * itself (KP_ENGINE in names.c), with its own call's follow rules. */
 int kp_classify(int dirfd, const char *path, struct kp_path *out);
+/* The follow argument below: 1 the call follows a symlink in the last
+ * component, 0 it does not unless a slash follows it (a lookup: lstat,
+ * readlink), KP_NAME never (the call acts on the name: unlink, rmdir,
+ * mkdir, rename, the new name of link and symlink). */
+#define KP_NAME 2
 /* After KURA_ESCAPED: *kp becomes the host path kura_escaped_path() names,
  * reclassified (host symlinks on it that lead into a prefix are followed,
- * the last only if `follow`).  ELOOP once kp->hops passes 40.  Returns 0
+ * the last as `follow` says).  ELOOP once kp->hops passes 40.  Returns 0
  * or -errno. */
 int kp_escape(struct kp_path *kp, int follow);
+/* The same for a host path the caller made. */
+int kp_escape_to(struct kp_path *kp, const char *host, int follow);
 /* After a kernel call on kp's path (relative to kdirfd) failed with
  * KP_HOST_MISS(): when host symlinks on the path (the last only if
  * `follow`) lead into a prefix, *kp becomes that kura path, not yet asked
@@ -190,6 +226,11 @@ int kp_stream_fd(FILE *f); /* fd behind one of our streams, or -1 */
 
 /* ---- directories (dir.c) ---- */
 DIR *kp_opendir_fd(int fd); /* stream over a placeholder fd */
+/* mountpoint.c: after the host's last entry of stream dp (descriptor fd),
+ * the prefixes whose parent it lists, one per call, then NULL; forget
+ * when the stream is rewound, sought or closed. */
+struct dirent64 *kp_mountpoint_next(DIR *dp, int fd);
+void kp_mountpoint_forget(DIR *dp);
 
 /* ---- locks (lock.c) ---- */
 int kp_lock_fcntl(int fd, struct kp_fd *e, int cmd, struct flock *fl);
@@ -199,6 +240,41 @@ void kp_lock_close(int fd, struct kp_fd *e);
 void kp_lock_fork_prepare(void);
 void kp_lock_fork_parent(void);
 void kp_lock_fork_child(void);
+
+/* ---- pool files being executed (txtbsy.c) ----
+ * Linux refuses to write (ETXTBSY) a file some process is executing, and
+ * to execute a file open for writing.  A process executing a pool file
+ * runs a copy of it; the table, in the pool's lock table, names the pool
+ * file, the process and the copy (a memfd), which /proc/PID/exe shows
+ * while the program runs. */
+struct kp_exec_rec {
+	uint64_t ino;        /* pool inode; 0: free */
+	uint64_t kdev, kino; /* the copy's identity */
+	int32_t pid, fd;     /* the executing process, and its descriptor of the copy until exec */
+};
+#define KP_EXECS 256
+struct kp_exec_table {
+	uint32_t n; /* records in use: with none, writers look no further */
+	uint32_t pad;
+	struct kp_exec_rec rec[KP_EXECS];
+};
+/* lock.c: mount m's table (NULL if there can be none) and its mutex. */
+struct kp_exec_table *kp_lock_exec_table(int m);
+void kp_lock_exec_lock(int m);
+void kp_lock_exec_unlock(int m);
+/* This process is about to execute pool inode ino of mount m from its
+ * copy mfd: returns a mark for kp_exec_unmark (after a failed exec), 0 if
+ * none could be made. */
+int kp_exec_mark(int m, uint64_t ino, int mfd);
+void kp_exec_unmark(int m, int mark);
+/* 1 if a process runs pool inode ino of mount m. */
+int kp_exec_busy(int m, uint64_t ino);
+/* 1 if this process has pool inode ino of mount m open for writing. */
+int kp_exec_writing(int m, uint64_t ino);
+/* ETXTBSY for a write or truncation of path (resolved from kdirfd, the
+ * last component followed if follow) if it is executing, after the errors
+ * Linux reports first (the access mode's permission); else 0. */
+int kp_exec_check_write(int m, int kdirfd, const char *path, int follow, int acc);
 
 /* ---- processes (proc.c; spawn.c builds on these) ---- */
 void kp_inherit(void);

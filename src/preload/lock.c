@@ -54,7 +54,7 @@
 #define LK_WAITERS 256
 #define LK_PROCS 512
 #define LK_IDS 65536 /* description ids the bitmaps cover: the engine's table size */
-#define LK_MAGIC 0x6b6c6f65u /* changes with the layout */
+#define LK_MAGIC 0x6b6c6f66u /* changes with the layout */
 #define LK_INIT 1u
 #define LK_POLL_NS 50000000L
 
@@ -99,6 +99,7 @@ struct lk_table {
 	struct lk_waiter wait[LK_WAITERS];
 	struct lk_proc proc[LK_PROCS];
 	uint64_t held[LK_PROCS][LK_IDS / 64];
+	struct kp_exec_table exec; /* txtbsy.c's: pool files being executed */
 };
 
 /* One lock request, in absolute offsets. */
@@ -307,6 +308,24 @@ static int rec_live(struct lk_table *t, const struct lk *r)
 	if (r->kind == K_POSIX || r->id >= LK_IDS)
 		return alive(r->pid);
 	return desc_held(t, r->tok, r->id);
+}
+
+/* ---- for txtbsy.c ------------------------------------------------------ */
+
+struct kp_exec_table *kp_lock_exec_table(int m)
+{
+	struct lk_table *t = table(m, 1);
+	return t ? &t->exec : NULL;
+}
+
+void kp_lock_exec_lock(int m)
+{
+	tlock(tables[m]);
+}
+
+void kp_lock_exec_unlock(int m)
+{
+	tunlock(tables[m]);
 }
 
 /* A POSIX owner gave something up: those waiting for it are no longer

@@ -69,12 +69,25 @@ void kp_to_statfs(const struct statvfs *sv, struct statfs *sf);
 	if (!fs)                                                  \
 		return -1
 #define KDIR(kp, dirfd) ((kp).where == KP_KERNEL ? (dirfd) : AT_FDCWD)
+/* AT_EMPTY_PATH with AT_FDCWD names the working directory, which the
+ * kernel does not know when it is a virtual one. */
+#define EMPTY_AT_CWD(dirfd, path, flags) \
+	((flags) & AT_EMPTY_PATH && (dirfd) == AT_FDCWD && kp_vcwd[0] && KP_PATH_OK(path) && !*(path) ? "." : (path))
+
+/* What the kernel answers for an unusable path argument (unreadable, too
+ * long, or empty where that is not allowed), 0 for a usable one. */
+static int bad_arg(const char *p, int empty_ok)
+{
+	int r = kp_path_arg(p);
+	return r ? r : !*p && !empty_ok ? -ENOENT : 0;
+}
 
 /* ---- stat family ---- */
 
 static int kstatat(int dirfd, const char *path, struct stat *st, int flags, int (*realf)(int, const char *, struct stat *, int))
 {
-	int pfd = KP_NN(path) ? kp_procfd(path) : -1;
+	path = EMPTY_AT_CWD(dirfd, path, flags);
+	int pfd = KP_PATH_OK(path) ? kp_procfd(path) : -1;
 	if (pfd >= 0 && !(flags & AT_SYMLINK_NOFOLLOW))
 		return fstat(pfd, st);
 	RESOLVE(dirfd, path, kp);
@@ -105,7 +118,8 @@ KP_EXPORT int __fxstatat64(int v, int d, const char *p, struct stat64 *st, int f
 
 KP_EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask, struct statx *sx)
 {
-	int pfd = KP_NN(path) && !(flags & AT_SYMLINK_NOFOLLOW) ? kp_procfd(path) : -1;
+	path = EMPTY_AT_CWD(dirfd, path, flags);
+	int pfd = KP_PATH_OK(path) && !(flags & AT_SYMLINK_NOFOLLOW) ? kp_procfd(path) : -1;
 	struct stat st;
 	int r;
 	if (pfd >= 0) {
@@ -146,6 +160,7 @@ KP_EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask, struc
 
 KP_EXPORT int faccessat(int dirfd, const char *path, int mode, int flags)
 {
+	path = EMPTY_AT_CWD(dirfd, path, flags);
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
 		return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
@@ -177,15 +192,15 @@ KP_EXPORT int mkdirat(int dirfd, const char *path, mode_t mode)
 {
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
-		return (int)KP_KERNEL_CALL(kp, dirfd, 0, REAL(mkdirat)(KDIR(kp, dirfd), kp.p, mode));
+		return (int)KP_KERNEL_CALL(kp, dirfd, KP_NAME, REAL(mkdirat)(KDIR(kp, dirfd), kp.p, mode));
 	KFS(kp);
-	return (int)kp_ret(KP_ENGINE(kp, 0, kura_mkdirat(fs, kp.kdirfd, kp.p, mode & ~kp_umask())));
+	return (int)kp_ret(KP_ENGINE(kp, KP_NAME, kura_mkdirat(fs, kp.kdirfd, kp.p, mode & ~kp_umask())));
 }
 KP_EXPORT int mkdir(const char *p, mode_t mode)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 0, REAL(mkdir)(kp.p, mode));
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, KP_NAME, REAL(mkdir)(kp.p, mode));
 	return mkdirat(AT_FDCWD, KPATH(kp, p), mode);
 }
 
@@ -193,29 +208,29 @@ KP_EXPORT int unlinkat(int dirfd, const char *path, int flags)
 {
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
-		return (int)KP_KERNEL_CALL(kp, dirfd, 0, REAL(unlinkat)(KDIR(kp, dirfd), kp.p, flags));
+		return (int)KP_KERNEL_CALL(kp, dirfd, KP_NAME, REAL(unlinkat)(KDIR(kp, dirfd), kp.p, flags));
 	KFS(kp);
-	return (int)kp_ret(KP_ENGINE(kp, 0, kura_unlinkat(fs, kp.kdirfd, kp.p, flags)));
+	return (int)kp_ret(KP_ENGINE(kp, KP_NAME, kura_unlinkat(fs, kp.kdirfd, kp.p, flags)));
 }
 KP_EXPORT int unlink(const char *p)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 0, REAL(unlink)(kp.p));
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, KP_NAME, REAL(unlink)(kp.p));
 	return unlinkat(AT_FDCWD, KPATH(kp, p), 0);
 }
 KP_EXPORT int rmdir(const char *p)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 0, REAL(rmdir)(kp.p));
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, KP_NAME, REAL(rmdir)(kp.p));
 	return unlinkat(AT_FDCWD, KPATH(kp, p), AT_REMOVEDIR);
 }
 KP_EXPORT int remove(const char *p)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 0, REAL(remove)(kp.p));
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, KP_NAME, REAL(remove)(kp.p));
 	p = KPATH(kp, p);
 	int r = unlinkat(AT_FDCWD, p, 0);
 	if (r < 0 && (errno == EISDIR || errno == EPERM))
@@ -227,12 +242,12 @@ KP_EXPORT int mknodat(int dirfd, const char *path, mode_t mode, dev_t dev)
 {
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
-		return (int)KP_KERNEL_CALL(kp, dirfd, 0, REAL(mknodat)(KDIR(kp, dirfd), kp.p, mode, dev));
+		return (int)KP_KERNEL_CALL(kp, dirfd, KP_NAME, REAL(mknodat)(KDIR(kp, dirfd), kp.p, mode, dev));
 	KFS(kp);
 	if ((mode & S_IFMT) == 0)
 		mode |= S_IFREG;
 	return (int)kp_ret(
-		KP_ENGINE(kp, 0, kura_mknodat(fs, kp.kdirfd, kp.p, (mode & S_IFMT) | (mode & 07777 & ~kp_umask()))));
+		KP_ENGINE(kp, KP_NAME, kura_mknodat(fs, kp.kdirfd, kp.p, (mode & S_IFMT) | (mode & 07777 & ~kp_umask()))));
 }
 KP_EXPORT int mknod(const char *p, mode_t m, dev_t d) { return mknodat(AT_FDCWD, p, m, d); }
 KP_EXPORT int __xmknod(int v, const char *p, mode_t m, dev_t *d) { (void)v; return mknodat(AT_FDCWD, p, m, *d); }
@@ -242,22 +257,91 @@ KP_EXPORT int mkfifo(const char *p, mode_t m) { return mkfifoat(AT_FDCWD, p, m);
 
 /* ---- two-path calls ---- */
 
-/* A two-path call left the pool: each name whose own walk leaves it (its
- * last component not followed, as rename and link act on names, unless
- * follow_a for a's) becomes the host path it leads to.  -EXDEV if neither
- * does alone (a followed last component of a led out of the pool while b
- * is in it). */
+/* The directory of path (relative to dirfd) as a walk to its last name
+ * finds it, through the wrappers (either side): 0, or -1 with errno
+ * (ENOENT, ENOTDIR, ELOOP, EACCES...), as Linux's parent walk answers. */
+static int parent_walk(int dirfd, const char *path)
+{
+	char dir[PATH_MAX];
+	size_t l = strlen(path);
+	while (l > 1 && path[l - 1] == '/')
+		l--;
+	while (l > 0 && path[l - 1] != '/')
+		l--;
+	if (l == 0)
+		return 0; /* the starting directory itself */
+	if (l >= sizeof dir) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	memcpy(dir, path, l);
+	dir[l] = '\0';
+	struct stat st;
+	if (fstatat(dirfd, dir, &st, 0) < 0)
+		return -1;
+	if (!S_ISDIR(st.st_mode)) {
+		errno = ENOTDIR;
+		return -1;
+	}
+	return 0;
+}
+
+/* A name's directory, walked to, leaves the pool: *kp becomes the host
+ * directory it leads to, with the name (and its slashes) as written.  The
+ * name itself is not followed, whatever follows it.  1 if so, 0 if its
+ * directory is in the pool, or -errno. */
+static int escape_name(kura_fs *fs, struct kp_path *kp)
+{
+	const char *p = kp->p;
+	size_t l = strlen(p), end = l;
+	while (end > 1 && p[end - 1] == '/')
+		end--;
+	size_t s = end;
+	while (s > 0 && p[s - 1] != '/')
+		s--;
+	if (s == 0)
+		return 0; /* in kdirfd's directory, which is in the pool */
+	char probe[PATH_MAX + 2], host[PATH_MAX];
+	memcpy(probe, p, s);
+	strcpy(probe + s, ".");
+	struct stat st;
+	if (kura_fstatat(fs, kp->kdirfd, probe, &st, 0) != KURA_ESCAPED)
+		return 0;
+	const char *dir = kura_escaped_path(); /* ends with the "." */
+	size_t dl = strlen(dir);
+	if (dl && dir[dl - 1] == '.')
+		dl--;
+	if (dl + (l - s) + 1 > sizeof host)
+		return -ENAMETOOLONG;
+	memcpy(host, dir, dl);
+	memcpy(host + dl, p + s, l - s + 1);
+	int r = kp_escape_to(kp, host, KP_NAME);
+	return r < 0 ? r : 1;
+}
+
+/* A two-path call left the pool: each name whose own walk leaves it (a's
+ * last component as follow_a says, b's never followed: rename and link act
+ * on names) becomes the host path it leads to.  -EXDEV if neither does
+ * alone (a followed last component of a led out of the pool while b is in
+ * it). */
 static int escape_pair(kura_fs *fs, struct kp_path *a, int follow_a, struct kp_path *b)
 {
 	int any = 0;
 	struct kp_path *side[2] = { a, b };
 	for (int i = 0; i < 2; i++) {
 		struct stat st;
-		int fl = i == 0 && follow_a ? 0 : AT_SYMLINK_NOFOLLOW;
-		if (side[i]->where != KP_KURA || kura_fstatat(fs, side[i]->kdirfd, side[i]->p, &st, fl) != KURA_ESCAPED)
+		int follow = i == 0 ? follow_a : KP_NAME, r;
+		if (side[i]->where != KP_KURA)
 			continue;
-		int r = kp_escape(side[i], !fl);
-		if (r)
+		if (follow == KP_NAME) {
+			if ((r = escape_name(fs, side[i])) < 0)
+				return r;
+			any |= r;
+			continue;
+		}
+		if (kura_fstatat(fs, side[i]->kdirfd, side[i]->p, &st, follow ? 0 : AT_SYMLINK_NOFOLLOW) != KURA_ESCAPED)
+			continue;
+		if ((r = kp_escape(side[i], follow)))
 			return r;
 		any = 1;
 	}
@@ -275,7 +359,7 @@ static int host_pair(struct kp_path *a, int ad, int follow_a, struct kp_path *b,
 	int ra = kp_host_link(a, KDIR(*a, ad), follow_a);
 	if (!ra && errno != err)
 		return 0;
-	int rb = kp_host_link(b, KDIR(*b, bd), 0);
+	int rb = kp_host_link(b, KDIR(*b, bd), KP_NAME);
 	if (!rb && errno != err)
 		return 0;
 	return ra | rb;
@@ -287,19 +371,26 @@ KP_EXPORT int renameat2(int od, const char *op, int nd, const char *np, unsigned
 	RESOLVE(nd, np, b);
 	if (a.where != KP_KURA && b.where != KP_KURA) {
 		int r = REAL(renameat2)(KDIR(a, od), a.p, KDIR(b, nd), b.p, flags);
-		if (r < 0 && KP_HOST_MISS() && host_pair(&a, od, 0, &b, nd))
+		if (r < 0 && KP_HOST_MISS() && host_pair(&a, od, KP_NAME, &b, nd))
 			goto b_again;
 		return r;
 	}
 	if (a.where != KP_KURA || b.where != KP_KURA || a.mnt != b.mnt) {
+		int r = bad_arg(op, 0);
+		if (r || (r = bad_arg(np, 0)))
+			return (int)kp_ret(r); /* what the kernel says first */
 		errno = EXDEV; /* unless a host symlink leads the other name in too */
-		if (host_pair(&a, od, 0, &b, nd))
+		if (host_pair(&a, od, KP_NAME, &b, nd))
 			goto b_again;
+		/* Linux walks to both names' directories before it compares
+		 * their file systems. */
+		if (errno == EXDEV && !parent_walk(od, op) && !parent_walk(nd, np))
+			errno = EXDEV;
 		return -1;
 	}
 	KFS(a);
 	int r = kura_renameat2(fs, a.kdirfd, a.p, b.kdirfd, b.p, flags);
-	if (r == KURA_ESCAPED && !(r = escape_pair(fs, &a, 0, &b)))
+	if (r == KURA_ESCAPED && !(r = escape_pair(fs, &a, KP_NAME, &b)))
 		goto b_again; /* both names are resolved again on their new sides */
 	return (int)kp_ret(r);
 }
@@ -310,11 +401,24 @@ KP_EXPORT int rename(const char *op, const char *np)
 	RESOLVE(AT_FDCWD, np, b);
 	if (a.where != KP_KURA && b.where != KP_KURA) {
 		int r = REAL(rename)(a.p, b.p);
-		if (r < 0 && KP_HOST_MISS() && host_pair(&a, AT_FDCWD, 0, &b, AT_FDCWD))
+		if (r < 0 && KP_HOST_MISS() && host_pair(&a, AT_FDCWD, KP_NAME, &b, AT_FDCWD))
 			goto b_again;
 		return r;
 	}
 	return renameat2(AT_FDCWD, KPATH(a, op), AT_FDCWD, KPATH(b, np), 0);
+}
+
+/* A link between two file systems: Linux looks the old name up and the
+ * new one's place (its directory, then EEXIST) before it refuses the
+ * crossing. */
+static int cross_link(int od, const char *op, int nd, const char *np, int flags)
+{
+	struct stat st;
+	int fl = (flags & AT_SYMLINK_FOLLOW ? 0 : AT_SYMLINK_NOFOLLOW) | (flags & AT_EMPTY_PATH);
+	if (fstatat(od, op, &st, fl) < 0 || parent_walk(nd, np) < 0)
+		return -1;
+	errno = fstatat(nd, np, &st, AT_SYMLINK_NOFOLLOW) == 0 ? EEXIST : EXDEV;
+	return -1;
 }
 
 KP_EXPORT int linkat(int od, const char *op, int nd, const char *np, int flags)
@@ -322,7 +426,7 @@ KP_EXPORT int linkat(int od, const char *op, int nd, const char *np, int flags)
 	/* linkat(AT_FDCWD, "/proc/self/fd/N", ..., AT_SYMLINK_FOLLOW) is how
 	 * programs name an O_TMPFILE file without CAP_DAC_READ_SEARCH: it
 	 * links the descriptor's file, as AT_EMPTY_PATH does. */
-	int pfd = KP_NN(op) && (flags & AT_SYMLINK_FOLLOW) ? kp_procfd(op) : -1;
+	int pfd = KP_PATH_OK(op) && (flags & AT_SYMLINK_FOLLOW) ? kp_procfd(op) : -1;
 	if (pfd >= 0) {
 		od = pfd;
 		op = "";
@@ -332,19 +436,22 @@ KP_EXPORT int linkat(int od, const char *op, int nd, const char *np, int flags)
 	RESOLVE(nd, np, b);
 	if (a.where != KP_KURA && b.where != KP_KURA) {
 		int r = REAL(linkat)(KDIR(a, od), a.p, KDIR(b, nd), b.p, flags);
-		if (r < 0 && KP_HOST_MISS() && host_pair(&a, od, flags & AT_SYMLINK_FOLLOW, &b, nd))
+		if (r < 0 && KP_HOST_MISS() && host_pair(&a, od, !!(flags & AT_SYMLINK_FOLLOW), &b, nd))
 			goto b_again;
 		return r;
 	}
 	if (a.where != KP_KURA || b.where != KP_KURA || a.mnt != b.mnt) {
+		int r = bad_arg(op, flags & AT_EMPTY_PATH);
+		if (r || (r = bad_arg(np, 0)))
+			return (int)kp_ret(r);
 		errno = EXDEV;
-		if (host_pair(&a, od, flags & AT_SYMLINK_FOLLOW, &b, nd))
+		if (host_pair(&a, od, !!(flags & AT_SYMLINK_FOLLOW), &b, nd))
 			goto b_again;
-		return -1;
+		return errno == EXDEV ? cross_link(od, op, nd, np, flags) : -1;
 	}
 	KFS(a);
 	int r = kura_linkat(fs, a.kdirfd, a.p, b.kdirfd, b.p, flags);
-	if (r == KURA_ESCAPED && !(r = escape_pair(fs, &a, flags & AT_SYMLINK_FOLLOW, &b)))
+	if (r == KURA_ESCAPED && !(r = escape_pair(fs, &a, !!(flags & AT_SYMLINK_FOLLOW), &b)))
 		goto b_again;
 	return (int)kp_ret(r);
 }
@@ -365,21 +472,24 @@ KP_EXPORT int symlinkat(const char *target, int dirfd, const char *path)
 {
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
-		return (int)KP_KERNEL_CALL(kp, dirfd, 0, REAL(symlinkat)(target, KDIR(kp, dirfd), kp.p));
+		return (int)KP_KERNEL_CALL(kp, dirfd, KP_NAME, REAL(symlinkat)(target, KDIR(kp, dirfd), kp.p));
+	int bad = kp_path_arg(target); /* the kernel reads the target first */
+	if (bad)
+		return (int)kp_ret(bad);
 	KFS(kp);
-	return (int)kp_ret(KP_ENGINE(kp, 0, kura_symlinkat(fs, target, kp.kdirfd, kp.p)));
+	return (int)kp_ret(KP_ENGINE(kp, KP_NAME, kura_symlinkat(fs, target, kp.kdirfd, kp.p)));
 }
 KP_EXPORT int symlink(const char *target, const char *p)
 {
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
-		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 0, REAL(symlink)(target, kp.p));
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, KP_NAME, REAL(symlink)(target, kp.p));
 	return symlinkat(target, AT_FDCWD, KPATH(kp, p));
 }
 
 KP_EXPORT ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t n)
 {
-	int pfd = KP_NN(path) ? kp_procfd(path) : -1;
+	int pfd = KP_PATH_OK(path) ? kp_procfd(path) : -1;
 	if (pfd >= 0) {
 		/* What the kernel shows for a descriptor: the path it was opened
 		 * by, marked as Linux marks a file unlinked since. */
@@ -405,7 +515,7 @@ KP_EXPORT ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t n)
 KP_EXPORT ssize_t readlink(const char *p, char *buf, size_t n)
 {
 	RESOLVE(AT_FDCWD, p, kp);
-	if (kp.where == KP_KERNEL && kp_procfd(p) < 0)
+	if (kp.where == KP_KERNEL && (!KP_PATH_OK(p) || kp_procfd(p) < 0))
 		return KP_KERNEL_CALL(kp, AT_FDCWD, 0, REAL(readlink)(p, buf, n));
 	return readlinkat(AT_FDCWD, KPATH(kp, p), buf, n);
 }
@@ -416,6 +526,7 @@ KP_EXPORT ssize_t __readlinkat_chk(int d, const char *p, char *buf, size_t n, si
 
 KP_EXPORT int fchmodat(int dirfd, const char *path, mode_t mode, int flags)
 {
+	path = EMPTY_AT_CWD(dirfd, path, flags);
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
 		return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
@@ -434,6 +545,7 @@ KP_EXPORT int lchmod(const char *p, mode_t m) { return fchmodat(AT_FDCWD, p, m, 
 
 KP_EXPORT int fchownat(int dirfd, const char *path, uid_t u, gid_t g, int flags)
 {
+	path = EMPTY_AT_CWD(dirfd, path, flags);
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
 		return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
@@ -458,8 +570,11 @@ KP_EXPORT int lchown(const char *p, uid_t u, gid_t g)
 
 KP_EXPORT int utimensat(int dirfd, const char *path, const struct timespec t[2], int flags)
 {
-	if (!KP_NN(path)) /* futimens is utimensat(fd, NULL, ...) in the kernel ABI */
-		return futimens(dirfd, t);
+	if (!KP_NN(path)) { /* glibc's answer: futimens is not reached this way */
+		errno = EINVAL;
+		return -1;
+	}
+	path = EMPTY_AT_CWD(dirfd, path, flags);
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
 		return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
@@ -485,8 +600,19 @@ KP_EXPORT int utimes(const char *p, const struct timeval tv[2])
 		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 1, REAL(utimes)(kp.p, tv));
 	return tv_utimes(AT_FDCWD, KPATH(kp, p), tv, 0);
 }
-KP_EXPORT int lutimes(const char *p, const struct timeval tv[2]) { return tv_utimes(AT_FDCWD, p, tv, AT_SYMLINK_NOFOLLOW); }
-KP_EXPORT int futimesat(int d, const char *p, const struct timeval tv[2]) { return tv_utimes(d, p, tv, 0); }
+KP_EXPORT int lutimes(const char *p, const struct timeval tv[2])
+{
+	RESOLVE(AT_FDCWD, p, kp);
+	if (kp.where != KP_KURA)
+		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 0, REAL(lutimes)(kp.p, tv));
+	return tv_utimes(AT_FDCWD, KPATH(kp, p), tv, AT_SYMLINK_NOFOLLOW);
+}
+KP_EXPORT int futimesat(int d, const char *p, const struct timeval tv[2])
+{
+	if (!KP_NN(p)) /* the descriptor's own file, as Linux */
+		return futimes(d, tv);
+	return tv_utimes(d, p, tv, 0);
+}
 KP_EXPORT int utime(const char *p, const struct utimbuf *ub)
 {
 	RESOLVE(AT_FDCWD, p, kp);
@@ -502,6 +628,9 @@ KP_EXPORT int truncate(const char *p, off_t len)
 	if (kp.where != KP_KURA)
 		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 1, REAL(truncate)(kp.p, len));
 	KFS(kp);
+	int busy = len >= 0 ? kp_exec_check_write(kp.mnt, kp.kdirfd, kp.p, 1, O_WRONLY) : 0;
+	if (busy)
+		return (int)kp_ret(busy);
 	return (int)kp_ret(KP_ENGINE(kp, 1, kura_truncateat(fs, kp.kdirfd, kp.p, len)));
 }
 KP_EXPORT int truncate64(const char *p, off_t len) { return truncate(p, len); }

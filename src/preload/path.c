@@ -117,6 +117,175 @@ static int classify_abs(struct kp_path *out, int orig_is_exact)
 	return 0;
 }
 
+/* The mount whose prefix is exactly stack[0..sl), unless a longer prefix
+ * continues it (then the path may still enter that one); else -1. */
+static int prefix_is(const char *stack, size_t sl)
+{
+	int m = -1;
+	for (int i = 0; i < kp_nmounts; i++) {
+		const struct kp_mount *k = &kp_mounts[i];
+		if (k->plen == sl && !memcmp(k->prefix, stack, sl))
+			m = m < 0 ? i : m;
+		else if (k->plen > sl && !memcmp(k->prefix, stack, sl) && k->prefix[sl] == '/')
+			return -1;
+	}
+	return m;
+}
+
+/* Where the absolute path src enters a pool: its components are taken
+ * lexically ("." and ".." and repeated slashes, as the layer always has
+ * for host paths) until they spell a prefix.  Returns the offset in src
+ * of what follows (left as written), with *mnt, or -1 if it never does. */
+static long pool_entry(const char *src, int *mnt)
+{
+	char stack[PATH_MAX];
+	size_t sl = 0;
+	for (const char *in = src;;) {
+		while (*in == '/')
+			in++;
+		if (!*in)
+			return -1;
+		const char *end = strchrnul(in, '/');
+		size_t len = (size_t)(end - in);
+		if (len == 2 && in[0] == '.' && in[1] == '.') {
+			while (sl && stack[sl - 1] != '/')
+				sl--;
+			if (sl)
+				sl--;
+		} else if (len != 1 || in[0] != '.') {
+			if (sl + 1 + len >= sizeof stack)
+				return -1;
+			stack[sl++] = '/';
+			memcpy(stack + sl, in, len);
+			sl += len;
+			int m = prefix_is(stack, sl);
+			if (m >= 0) {
+				*mnt = m;
+				return end - src;
+			}
+		}
+		in = end;
+	}
+}
+
+/* rest ("" or "/..."), without its "." components but a last one and
+ * without repeated slashes, which mean nothing to a walk, into dst ("/"
+ * for ""): its length, or 0 if it does not fit in cap. */
+static size_t squeeze(const char *rest, char *dst, size_t cap)
+{
+	size_t n = 0;
+	for (const char *in = rest;;) {
+		while (*in == '/')
+			in++;
+		if (!*in)
+			break;
+		const char *end = strchrnul(in, '/'), *after = end;
+		while (*after == '/')
+			after++;
+		size_t len = (size_t)(end - in);
+		int dot = len == 1 && in[0] == '.', last = !*after;
+		if (!dot || last) {
+			if (n + len + 3 > cap)
+				return 0;
+			dst[n++] = '/';
+			memcpy(dst + n, in, len);
+			n += len;
+			if (last && *end && !dot)
+				dst[n++] = '/'; /* a trailing slash asks for a directory */
+		}
+		in = after;
+	}
+	if (!n)
+		dst[n++] = '/';
+	dst[n] = '\0';
+	return n;
+}
+
+/* The absolute path src (writable, possibly longer than PATH_MAX before
+ * its "." and ".." are taken out) classified into out.
+ *
+ * A kura path goes to the engine as written after the prefix: the engine
+ * resolves ".." physically, as Linux does (a missing, non-directory or
+ * looping component before it fails the call; a symlink's ".." is its
+ * target's parent), and hands one above the pool's root back to the layer
+ * (KURA_ESCAPED) as a mount point's parent would be.
+ *
+ * A kernel path is normalised lexically, but Linux judges a last component
+ * before it resolves it: "d/." and "d/.." are names of kinds of their own
+ * (rmdir answers EINVAL and ENOTEMPTY, rename EBUSY, mkdir EEXIST), and a
+ * trailing slash asks for a directory, so the form of the last component
+ * is put back on the normalised path. */
+static int classify_norm(struct kp_path *out, char *src, int orig_is_exact)
+{
+	int mnt;
+	long at = pool_entry(src, &mnt);
+	if (at >= 0) {
+		size_t pl = kp_mounts[mnt].plen;
+		memcpy(out->buf, kp_mounts[mnt].prefix, pl);
+		size_t rl = squeeze(src + at, out->buf + pl, sizeof out->buf - pl);
+		if (!rl)
+			return -ENAMETOOLONG;
+		memcpy(out->host, out->buf, pl + rl + 1);
+		out->where = KP_KURA;
+		out->mnt = mnt;
+		out->kdirfd = KURA_AT_ROOT;
+		out->p = out->buf + pl;
+		return 0;
+	}
+	size_t l = strlen(src);
+	int slash = l > 1 && src[l - 1] == '/';
+	while (l > 1 && src[l - 1] == '/')
+		l--;
+	size_t s = l;
+	while (s > 0 && src[s - 1] != '/')
+		s--;
+	int dot = l - s == 1 && src[s] == '.', dotdot = l - s == 2 && src[s] == '.' && src[s + 1] == '.';
+	const char *suffix = dot ? "/." : dotdot ? "/.." : slash ? "/" : "";
+	if (dotdot)
+		src[s] = '\0'; /* the directory ".." is taken in */
+	kp_normalise(src);
+	size_t dl = strlen(src);
+	if (dl >= sizeof out->buf || (dotdot && dl + 3 >= sizeof out->buf))
+		return -ENAMETOOLONG;
+	memcpy(out->buf, src, dl + 1);
+	if (dotdot) {
+		strcpy(out->buf + dl, "/..");
+		kp_normalise(out->buf);
+	}
+	classify_abs(out, orig_is_exact);
+	if (!*suffix)
+		return 0;
+	int m = kp_mount_of(src);
+	if (dotdot && (m < 0 ? out->where == KP_KURA : m != out->mnt || !src[kp_mounts[m].plen]))
+		return 0;
+	if (!dotdot)
+		dl = strlen(out->buf);
+	if (!strcmp(src, "/"))
+		suffix++;
+	if (dl + strlen(suffix) >= sizeof out->buf)
+		return -ENAMETOOLONG;
+	memcpy(out->buf, src, dl);
+	strcpy(out->buf + dl, suffix);
+	out->p = out->where == KP_KURA ? out->buf + kp_mounts[out->mnt].plen : out->buf;
+	if (out->where == KP_KURA) /* callers that start over from it need the form too */
+		memcpy(out->host, out->buf, strlen(out->buf) + 1);
+	return 0;
+}
+
+/* base + "/" + path, classified by classify_norm: a relative path too long
+ * to join may still name a file the kernel would find from the directory,
+ * once "." and ".." are taken out. */
+static int classify_join(struct kp_path *out, const char *base, const char *path, int orig_is_exact)
+{
+	char big[2 * PATH_MAX + 2];
+	size_t la = strnlen(base, PATH_MAX), lb = strnlen(path, PATH_MAX);
+	memcpy(big, base, la);
+	big[la] = '/';
+	memcpy(big + la + 1, path, lb);
+	big[la + 1 + lb] = '\0';
+	return classify_norm(out, big, orig_is_exact);
+}
+
 /* Whether the last component of a prefix is a component of p: only then
  * can a lexical step of p lie under the prefix.  A path that does not is
  * the kernel's alone, and goes to it as given: it resolves ".." after a
@@ -155,6 +324,14 @@ int kp_classify(int dirfd, const char *path, struct kp_path *out)
 	out->host[0] = '\0';
 	if (kp_inside || !path || kp_nmounts == 0)
 		return 0;
+	/* Unreadable or too long: the kernel says so (EFAULT, ENAMETOOLONG),
+	 * after any check of the call's other arguments it makes first. */
+	if (kp_path_arg(path))
+		return 0;
+	/* Empty: ENOENT, unless the call takes AT_EMPTY_PATH and dirfd is a
+	 * kura descriptor (then it is the engine's). */
+	if (!*path && !kp_get(dirfd))
+		return 0;
 	if (path[0] == '/') {
 		if (!needs_norm(path)) {
 			int m = kp_mount_of(path);
@@ -175,20 +352,16 @@ int kp_classify(int dirfd, const char *path, struct kp_path *out)
 		size_t l = strlen(path);
 		if (l >= PATH_MAX)
 			return -ENAMETOOLONG;
-		memcpy(out->buf, path, l + 1);
-		kp_normalise(out->buf);
-		classify_abs(out, 1);
+		char src[PATH_MAX];
+		memcpy(src, path, l + 1);
+		int r = classify_norm(out, src, 1);
 		if (out->where == KP_KERNEL && !names_prefix(path))
 			out->p = path;
-		return 0;
+		return r;
 	}
 	if (dirfd == AT_FDCWD) {
 		if (kp_vcwd[0]) {
-			int r = join(out->buf, kp_vcwd, path);
-			if (r)
-				return r;
-			kp_normalise(out->buf);
-			return classify_abs(out, 0);
+			return classify_join(out, kp_vcwd, path, 0);
 		}
 		if (!real_cwd_known)
 			refresh_real_cwd();
@@ -202,14 +375,14 @@ int kp_classify(int dirfd, const char *path, struct kp_path *out)
 				(cl == 1 || kp_mounts[i].prefix[cl] == '/');
 		if (!above && !has_dotdot(path))
 			return 0;
-		if (join(out->buf, real_cwd, path))
+		char src[PATH_MAX];
+		if (join(src, real_cwd, path))
 			return 0;
-		int named = names_prefix(out->buf);
-		kp_normalise(out->buf);
-		classify_abs(out, 1);
+		int named = names_prefix(src);
+		int r = classify_norm(out, src, 1);
 		if (out->where == KP_KERNEL && !named)
 			out->p = path;
-		return 0;
+		return r;
 	}
 	struct kp_fd *e = kp_get(dirfd);
 	if (!e)
@@ -236,11 +409,7 @@ int kp_classify(int dirfd, const char *path, struct kp_path *out)
 	char host[PATH_MAX];
 	if (snprintf(host, sizeof host, "%s%s", kp_mounts[e->mnt].prefix, dir) >= (int)sizeof host)
 		return -ENAMETOOLONG;
-	r = join(out->buf, host, path);
-	if (r)
-		return r;
-	kp_normalise(out->buf);
-	return classify_abs(out, 0);
+	return classify_join(out, host, path, 0);
 }
 
 /* "/proc/<pid>/fd/N": ours only for this process's own pid (another
@@ -297,6 +466,19 @@ static int set_vcwd(const char *host)
 
 static int kura_realpath(const char *in, char *out);
 
+/* The host form of a kura path is normalised; what its last component
+ * asks ("file/.", "file/..", "file/") is checked by the engine first. */
+static int check_last_form(const struct kp_path *kp)
+{
+	size_t l = strlen(kp->p);
+	if (kp->where != KP_KURA || !l || (kp->p[l - 1] != '.' && kp->p[l - 1] != '/'))
+		return 0;
+	kura_fs *fs = kp_fs(kp->mnt);
+	struct stat st;
+	int r = fs ? kura_fstatat(fs, kp->kdirfd, kp->p, &st, 0) : -errno;
+	return r == KURA_ESCAPED ? 0 : r;
+}
+
 KP_EXPORT int chdir(const char *path)
 {
 	struct kp_path kp;
@@ -308,7 +490,8 @@ again:
 	if (kp.where == KP_KURA && kp.host[0]) {
 		/* Linux's cwd is the directory itself, not the symlinks that led
 		 * there, and those may lead out of the pool. */
-		if ((r = kura_realpath(kp.host, phys)) || (r = kp_classify(AT_FDCWD, phys, &kp)))
+		if ((r = check_last_form(&kp)) || (r = kura_realpath(kp.host, phys)) ||
+		    (r = kp_classify(AT_FDCWD, phys, &kp)))
 			return (int)kp_ret(r);
 	}
 	if (kp.where != KP_KURA) {
@@ -329,7 +512,7 @@ again:
 	if (r == 0 && !S_ISDIR(st.st_mode))
 		r = -ENOTDIR;
 	if (r == 0)
-		r = kura_faccessat(fs, kp.kdirfd, kp.p, X_OK, 0);
+		r = kura_faccessat(fs, kp.kdirfd, kp.p, X_OK, AT_EACCESS); /* the file-system ids, as chdir(2) */
 	if (r == 0 && !kp.host[0])
 		r = -ENOENT;
 	if (r == 0)
@@ -351,6 +534,8 @@ KP_EXPORT int fchdir(int fd)
 	}
 	char dir[PATH_MAX], host[PATH_MAX];
 	int r = kura_getpath(kp_fs(e->mnt), e->kfd, dir, sizeof dir);
+	if (r == 0) /* Linux: not a directory first, then the search permission */
+		r = kura_faccessat(kp_fs(e->mnt), e->kfd, "", X_OK, AT_EACCESS | AT_EMPTY_PATH);
 	if (r < 0)
 		return (int)kp_ret(r);
 	if (snprintf(host, sizeof host, "%s%s", kp_mounts[e->mnt].prefix, strcmp(dir, "/") ? dir : "") >=
@@ -420,6 +605,14 @@ KP_EXPORT char *get_current_dir_name(void)
  * path + the unresolved rest; else 0 with `path` left
  * for the kernel (which also reports whatever is wrong with it).  follow:
  * a symlink in the last component is followed (a trailing slash always). */
+/* Whether a call with this follow argument (kp.h: 0, 1 or KP_NAME) follows
+ * a symlink in the last component, which has_slash says a slash follows:
+ * a lookup does then, an operation on the name itself never. */
+static int follows_last(int follow, int has_slash)
+{
+	return follow == 1 || (follow == 0 && has_slash);
+}
+
 static int walk_layers(char *path, int whole, int follow, int *hops)
 {
 	char todo[PATH_MAX], done[PATH_MAX], link[PATH_MAX];
@@ -466,7 +659,7 @@ static int walk_layers(char *path, int whole, int follow, int *hops)
 			memcpy(path + dl + 1 + len, end, el + 1);
 			return 1;
 		}
-		if (!*after && !*end && !follow)
+		if (!*after && !follows_last(follow, *end != '\0'))
 			break;
 		struct stat st;
 		int r = whole ? lstat(done, &st) : REAL(fstatat)(AT_FDCWD, done, &st, AT_SYMLINK_NOFOLLOW);
@@ -504,9 +697,13 @@ static int walk_layers(char *path, int whole, int follow, int *hops)
 
 int kp_escape(struct kp_path *kp, int follow)
 {
+	return kp_escape_to(kp, kura_escaped_path(), follow);
+}
+
+int kp_escape_to(struct kp_path *kp, const char *h, int follow)
+{
 	if (++kp->hops > KP_MAXHOPS)
 		return -ELOOP;
-	const char *h = kura_escaped_path();
 	size_t l = strlen(h);
 	if (l >= sizeof kp->buf)
 		return -ENAMETOOLONG;
@@ -521,8 +718,9 @@ int kp_escape(struct kp_path *kp, int follow)
 		kp->p = kp->buf;
 		return 0;
 	}
-	kp_normalise(kp->buf);
-	return classify_abs(kp, 0);
+	char src[PATH_MAX];
+	memcpy(src, kp->buf, strlen(kp->buf) + 1);
+	return classify_norm(kp, src, 0);
 }
 
 /* One more walk of a kura path, for callers that hand kp.p on without an
@@ -572,7 +770,7 @@ static int only_host(const char *abs, int follow)
 	struct stat st;
 	if (REAL(fstatat)(AT_FDCWD, dir, &st, 0) < 0 || !S_ISDIR(st.st_mode))
 		return 0;
-	if (!follow && !abs[l])
+	if (!follows_last(follow, abs[l] != '\0'))
 		return 1;
 	memcpy(dir, abs, l);
 	dir[l] = '\0';
@@ -615,22 +813,20 @@ int kp_host_link(struct kp_path *kp, int kdirfd, int follow)
 			return 0;
 		}
 	}
-	int r = only_host(abs, follow) ? 0 : walk_layers(abs, 0, follow, &kp->hops);
+	/* A name looked up in a prefix's parent ("kura" from a descriptor of
+	 * "/", as rsync and fts do) is the prefix itself: walked, not judged
+	 * by only_host's shortcut. */
+	memcpy(base, abs, strlen(abs) + 1);
+	kp_normalise(base);
+	int r = kp_mount_of(base) < 0 && only_host(abs, follow) ? 0 : walk_layers(abs, 0, follow, &kp->hops);
 	if (r <= 0) {
 		errno = r < 0 ? -r : err;
 		return 0;
 	}
-	/* The engine reports ENOTDIR for "file/": the slash must survive. */
-	size_t l = strlen(abs);
-	int slash = l > 1 && abs[l - 1] == '/';
-	memcpy(kp->buf, abs, l + 1);
-	kp_normalise(kp->buf);
-	l = strlen(kp->buf);
-	if (slash && l > 1 && l + 1 < sizeof kp->buf)
-		memcpy(kp->buf + l, "/", 2);
-	classify_abs(kp, 0);
-	errno = err;
-	return 1;
+	/* The last component keeps its form ("file/" is ENOTDIR). */
+	r = classify_norm(kp, abs, 0);
+	errno = r ? -r : err;
+	return !r;
 }
 
 int kp_host_resolve(struct kp_path *kp, int kdirfd)
@@ -675,7 +871,8 @@ KP_EXPORT char *realpath(const char *path, char *resolved)
 			return res;
 	}
 	char out[PATH_MAX];
-	r = kura_realpath(kp.host, out);
+	if (!(r = check_last_form(&kp)))
+		r = kura_realpath(kp.host, out);
 	if (r) {
 		errno = -r;
 		return NULL;

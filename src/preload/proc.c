@@ -215,7 +215,7 @@ static void add_fd(int fd, struct kp_fd *e, void *arg)
 static int preloadable(int fd, const char *path)
 {
 	int own = 0;
-	if (path && *path) {
+	if (path && KP_PATH_OK(path) && *path) {
 		fd = REAL(openat)(fd, path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			return 1;
@@ -373,14 +373,29 @@ KP_EXPORT void _Exit(int status)
 }
 
 /* A file stored in the pool cannot be executed by the kernel: its bytes go
- * to a memfd first (not close-on-exec: a script's interpreter opens it
- * again through /proc/self/fd).  Done before kp_build_env hides close-on-exec
- * descriptors, in is one of them.  Returns the memfd or -1. */
-static int memfd_of(int in)
+ * to a memfd first.  A script's interpreter opens it again through
+ * /proc/self/fd, so its copy stays open across the exec; a binary's closes
+ * then, and the program runs from it: it is recorded as executing the pool
+ * file (txtbsy.c, *mark) before the copy is made.  Done before
+ * kp_build_env hides close-on-exec descriptors, in is one of them.
+ * Returns the memfd, or -1 (ETXTBSY if this process has it open for
+ * writing, as the kernel refuses). */
+static int memfd_of(int in, int *mark)
 {
-	int mfd = memfd_create("exec-from-pool", 0);
+	*mark = 0;
+	struct kp_fd *e = kp_get(in);
+	int64_t ino = e ? kura_fd_ino(kp_mounts[e->mnt].fs, e->kfd) : -1;
+	if (ino > 0 && kp_exec_writing(e->mnt, (uint64_t)ino)) {
+		errno = ETXTBSY;
+		return -1;
+	}
+	char head[4] = { 0 };
+	int binary = pread(in, head, sizeof head, 0) == (ssize_t)sizeof head && !memcmp(head, ELFMAG, SELFMAG);
+	int mfd = memfd_create("exec-from-pool", binary ? MFD_CLOEXEC : 0);
 	if (mfd < 0)
 		return -1;
+	if (binary && ino > 0)
+		*mark = kp_exec_mark(e->mnt, (uint64_t)ino, mfd);
 	char buf[65536];
 	ssize_t r;
 	while ((r = read(in, buf, sizeof buf)) > 0)
@@ -390,6 +405,8 @@ static int memfd_of(int in)
 		}
 	if (r < 0) {
 		int er = errno;
+		if (*mark)
+			kp_exec_unmark(e->mnt, *mark);
 		REAL(close)(mfd);
 		errno = er;
 		return -1;
@@ -397,17 +414,29 @@ static int memfd_of(int in)
 	return mfd;
 }
 
-static int kura_exec_memfd(const char *path)
+/* After an exec from a copy failed: the copy goes, and so does its record. */
+static void copy_failed(int mfd, int in_mnt, int mark)
+{
+	int er = errno;
+	if (mark)
+		kp_exec_unmark(in_mnt, mark);
+	REAL(close)(mfd);
+	errno = er;
+}
+
+static int kura_exec_memfd(const char *path, int *mnt, int *mark)
 {
 	int in = open(path, O_RDONLY | O_CLOEXEC);
 	if (in < 0)
 		return -1;
+	struct kp_fd *e = kp_get(in);
+	*mnt = e ? e->mnt : 0;
 	struct stat st;
 	int mfd = -1;
 	if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode))
 		errno = EACCES;
-	else if (access(path, X_OK) == 0)
-		mfd = memfd_of(in);
+	else if (faccessat(AT_FDCWD, path, X_OK, AT_EACCESS) == 0) /* as exec: the effective ids */
+		mfd = memfd_of(in, mark);
 	int er = errno;
 	close(in);
 	errno = er;
@@ -417,9 +446,6 @@ static int kura_exec_memfd(const char *path)
 static void exec_memfd(int mfd, char *const argv[], char **env)
 {
 	syscall(SYS_execveat, mfd, "", argv, env, AT_EMPTY_PATH);
-	int er = errno;
-	REAL(close)(mfd);
-	errno = er;
 }
 
 KP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
@@ -429,13 +455,13 @@ KP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 	if (r)
 		return (int)kp_ret(r);
 again:;
-	int mfd = -1;
-	if (kp.where == KP_KURA && (mfd = kura_exec_memfd(kp.hops ? kp.host : path)) < 0)
+	int mfd = -1, mnt = 0, mark = 0;
+	if (kp.where == KP_KURA && (mfd = kura_exec_memfd(kp.hops ? kp.host : path, &mnt, &mark)) < 0)
 		return -1;
 	char **env = kp_build_env(envp, mfd >= 0 ? preloadable(mfd, NULL) : preloadable(AT_FDCWD, kp.p));
 	if (!env) {
 		if (mfd >= 0)
-			REAL(close)(mfd);
+			copy_failed(mfd, mnt, mark);
 		return -1;
 	}
 	if (mfd >= 0)
@@ -443,6 +469,8 @@ again:;
 	else
 		REAL(execve)(kp.p, argv, env);
 	kp_exec_failed(env);
+	if (mfd >= 0)
+		copy_failed(mfd, mnt, mark);
 	/* A binary in the pool reached through a host symlink. */
 	if (mfd < 0 && KP_HOST_MISS() && kp_host_resolve(&kp, AT_FDCWD))
 		goto again;
@@ -488,7 +516,7 @@ KP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 			if (!found && errno == EACCES)
 				eacces = 1; /* as glibc: an unsearchable directory on the way */
 			if (found && S_ISREG(st.st_mode)) {
-				if (access(cand, X_OK) == 0) {
+				if (eaccess(cand, X_OK) == 0) { /* as the exec will judge */
 					execve(cand, argv, envp);
 					if (errno == ENOEXEC) {
 						file = cand;
@@ -610,7 +638,8 @@ KP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 		int in = open(proc, O_RDONLY | O_CLOEXEC);
 		if (in < 0)
 			return -1;
-		int mfd = memfd_of(in);
+		int mark;
+		int mfd = memfd_of(in, &mark);
 		int er = errno;
 		close(in);
 		errno = er;
@@ -618,11 +647,12 @@ KP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 			return -1;
 		char **env = kp_build_env(envp, preloadable(mfd, NULL));
 		if (!env) {
-			REAL(close)(mfd);
+			copy_failed(mfd, e->mnt, mark);
 			return -1;
 		}
 		exec_memfd(mfd, argv, env);
 		kp_exec_failed(env);
+		copy_failed(mfd, e->mnt, mark);
 		return -1;
 	}
 	char **env = kp_build_env(envp, preloadable(fd, NULL));
@@ -635,6 +665,13 @@ KP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 
 KP_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[], int flags)
 {
+	if (KP_PATH_OK(path) && !*path && kp_get(dirfd)) {
+		if (!(flags & AT_EMPTY_PATH)) {
+			errno = ENOENT;
+			return -1;
+		}
+		return fexecve(dirfd, argv, envp); /* the descriptor's own file */
+	}
 	struct kp_path kp;
 	int r = kp_resolve(dirfd, path, &kp);
 	if (r)

@@ -51,20 +51,48 @@ static void any_fd(int fd, struct kp_fd *e, void *arg)
 	*(int *)arg = 1;
 }
 
-static int must_emulate(const posix_spawn_file_actions_t *fa)
+static int is_kura(const char *p)
 {
-	int any = kp_vcwd[0] != 0;
+	struct kp_path kp;
+	return kp_classify(AT_FDCWD, p, &kp) == 0 && kp.where == KP_KURA;
+}
+
+/* Whether the program may be a pool file, which the kernel cannot run:
+ * path names one, or (usepath) a directory of $PATH lies in a pool. */
+static int program_in_pool(const char *path, int usepath)
+{
+	if (!KP_PATH_OK(path))
+		return 0;
+	if (!usepath || strchr(path, '/'))
+		return is_kura(path);
+	const char *pv = getenv("PATH");
+	char dir[PATH_MAX];
+	for (const char *p = pv ? pv : "/bin:/usr/bin"; *p;) {
+		size_t l = strcspn(p, ":");
+		if (l < sizeof dir) {
+			memcpy(dir, l ? p : ".", l ? l : 1);
+			dir[l ? l : 1] = '\0';
+			if (is_kura(dir))
+				return 1;
+		}
+		p += l + (p[l] == ':');
+	}
+	return 0;
+}
+
+static int must_emulate(const posix_spawn_file_actions_t *fa, const char *path, int usepath)
+{
+	int any = kp_vcwd[0] != 0 || program_in_pool(path, usepath);
 	if (!any)
 		kp_foreach(any_fd, &any);
 	if (!any && fa) {
 		const struct spawn_action *a = (const void *)fa->__actions;
 		for (int i = 0; i < fa->__used && !any; i++)
 			if (a[i].tag == do_open || a[i].tag == do_chdir) {
-				struct kp_path kp;
 				const char *p = a[i].tag == do_open ? a[i].action.open_action.path
 								   : a[i].action.chdir_action.path;
 				/* a kura path leading out is opened by our wrappers too */
-				any = kp_classify(AT_FDCWD, p, &kp) == 0 && kp.where == KP_KURA;
+				any = is_kura(p);
 			}
 	}
 	return any;
@@ -74,7 +102,7 @@ static int spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t 
 		 const posix_spawnattr_t *at, char *const argv[], char *const envp[], int usepath)
 {
 	kp_config();
-	if (!must_emulate(fa)) {
+	if (!must_emulate(fa, path, usepath)) {
 		char **env = kp_build_env(envp ? envp : environ, 1); /* no kura descriptors here */
 		if (!env)
 			return errno;

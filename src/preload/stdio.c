@@ -216,7 +216,7 @@ static FILE *open_stream(const char *path, const char *mode)
 KP_EXPORT FILE *fopen(const char *path, const char *mode)
 {
 	struct kp_path kp;
-	if (!KP_NN(path))
+	if (!KP_PATH_OK(path))
 		return REAL(fopen)(path, mode);
 	if (!wants_kura(path, &kp)) {
 		FILE *f;
@@ -231,7 +231,7 @@ KP_EXPORT FILE *fopen(const char *path, const char *mode)
 KP_EXPORT FILE *fopen64(const char *path, const char *mode)
 {
 	struct kp_path kp;
-	if (!KP_NN(path))
+	if (!KP_PATH_OK(path))
 		return REAL(fopen64)(path, mode);
 	if (!wants_kura(path, &kp)) {
 		FILE *f;

@@ -1,0 +1,163 @@
+/*
+ * argcheck.c — path arguments the layer may read.
+ *
+ * The kernel copies a path in with a fault-proof copy and answers EFAULT
+ * for unreadable memory and ENAMETOOLONG for PATH_MAX bytes without a NUL.
+ * The layer reads paths itself, so a bad pointer would crash it instead.
+ * kp_path_arg() checks a path first: each page the string touches is
+ * probed with process_vm_readv on this very process, which reports an
+ * unreadable page as an error instead of faulting, and pages found
+ * readable are remembered in a small per-thread cache, so a program that
+ * keeps passing paths from its stack, its heap or its string literals pays
+ * for a probe once per page.  The cache is forgotten whenever the program
+ * unmaps or protects memory (munmap, mprotect, mremap, a MAP_FIXED mmap,
+ * shmdt, a shrinking brk), the calls that can make a page unreadable.
+ * glibc's own calls of those (malloc giving memory back) are not seen: a
+ * path in memory freed that way is a use after free, which may then crash
+ * here as it may anywhere.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/shm.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "kp.h"
+
+#define PAGE 4096u
+#define SLOTS 16
+
+/* Bumped by every call that may make a page unreadable. */
+static unsigned map_gen = 1;
+
+static __thread struct {
+	unsigned gen;
+	uintptr_t page[SLOTS]; /* page address + 1: 0 is an empty slot */
+} cache;
+
+static void forget_pages(void)
+{
+	__atomic_add_fetch(&map_gen, 1, __ATOMIC_RELEASE);
+}
+
+/* 1 readable, 0 not; when the kernel will not tell (seccomp, an old
+ * kernel), the string's own system call is the judge: probe with one that
+ * reads it and does nothing (an invalid descriptor). */
+static int probe(uintptr_t page, const char *path)
+{
+	char c;
+	struct iovec local = { &c, 1 }, remote = { (void *)page, 1 };
+	ssize_t n = process_vm_readv(kp_pid ? kp_pid : getpid(), &local, 1, &remote, 1, 0);
+	if (n == 1)
+		return 1;
+	if (n < 0 && (errno == ENOSYS || errno == EPERM || errno == ESRCH)) {
+		long r = syscall(SYS_readlinkat, -1, path, &c, 1);
+		return !(r < 0 && errno == EFAULT);
+	}
+	return 0;
+}
+
+static int page_readable(uintptr_t page, const char *path)
+{
+	unsigned gen = __atomic_load_n(&map_gen, __ATOMIC_ACQUIRE);
+	if (cache.gen != gen) {
+		memset(cache.page, 0, sizeof cache.page);
+		cache.gen = gen;
+	}
+	unsigned slot = (unsigned)(page / PAGE) % SLOTS;
+	if (cache.page[slot] == page + 1)
+		return 1;
+	int er = errno;
+	int ok = probe(page, path);
+	errno = er;
+	if (ok)
+		cache.page[slot] = page + 1;
+	return ok;
+}
+
+int kp_path_arg(const char *path)
+{
+	uintptr_t a = (uintptr_t)path;
+	/* The zero page and the kernel's half are never a program's. */
+	if (a < PAGE || a >= (uintptr_t)1 << 63)
+		return -EFAULT;
+	size_t off = 0;
+	while (off < PATH_MAX) {
+		uintptr_t at = a + off, page = at & ~(uintptr_t)(PAGE - 1);
+		if (!page_readable(page, path + off))
+			return -EFAULT;
+		size_t span = page + PAGE - at;
+		if (span > PATH_MAX - off)
+			span = PATH_MAX - off;
+		if (memchr(path + off, 0, span))
+			return 0;
+		off += span;
+	}
+	return -ENAMETOOLONG;
+}
+
+/* ---- the calls that can take pages away ---- */
+
+KP_EXPORT int munmap(void *addr, size_t len)
+{
+	int r = REAL(munmap)(addr, len);
+	forget_pages();
+	return r;
+}
+
+KP_EXPORT int mprotect(void *addr, size_t len, int prot)
+{
+	int r = REAL(mprotect)(addr, len, prot);
+	forget_pages();
+	return r;
+}
+
+KP_EXPORT int pkey_mprotect(void *addr, size_t len, int prot, int pkey)
+{
+	int r = REAL(pkey_mprotect)(addr, len, prot, pkey);
+	forget_pages();
+	return r;
+}
+
+KP_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	void *new_addr = va_arg(ap, void *);
+	va_end(ap);
+	void *r = REAL(mremap)(old, old_len, new_len, flags, new_addr);
+	forget_pages();
+	return r;
+}
+
+KP_EXPORT int shmdt(const void *addr)
+{
+	int r = REAL(shmdt)(addr);
+	forget_pages();
+	return r;
+}
+
+KP_EXPORT int brk(void *addr)
+{
+	int r = REAL(brk)(addr);
+	forget_pages();
+	return r;
+}
+
+KP_EXPORT void *sbrk(intptr_t incr)
+{
+	void *r = REAL(sbrk)(incr);
+	if (incr < 0)
+		forget_pages();
+	return r;
+}
+
+/* For io.c's mmap: a fixed mapping may replace readable pages. */
+void kp_map_fixed(void)
+{
+	forget_pages();
+}
