@@ -19,8 +19,12 @@ tests check).
               synchronous=FULL), and a 200k-row table with an index
   metadata    create/stat/unlink of empty files, kura's memory back end
               (bench/metabench) against tmpfs
+
+KURA_BENCH_ONLY (a regular expression) picks cases by name, "metadata"
+the last one: KURA_BENCH_ONLY='2 jobs' make bench-durable.
 """
 import json
+import re
 import os
 import shutil
 import statistics
@@ -36,6 +40,8 @@ METABENCH = BUILD / "bin" / "metabench"
 DIR = Path(os.environ.get("KURA_BENCH_DIR", BUILD / "bench-durable"))
 RUNS = int(os.environ.get("KURA_BENCH_RUNS", "3"))
 SECS = int(os.environ.get("KURA_BENCH_SECONDS", "4"))
+# A regular expression: only the cases (and ratios) whose names it finds.
+ONLY = re.compile(os.environ.get("KURA_BENCH_ONLY", ""))
 PREFIX = f"/kura-bench-{os.getpid()}"
 POOL = DIR / "bench.pool"
 HOST = DIR / "host"
@@ -151,13 +157,16 @@ def main():
     dev = subprocess.run(["df", "--output=source", str(DIR)], capture_output=True, text=True).stdout.split()[-1]
     print(f"bench-durable: pool and kernel directory in {DIR} ({fs} on {dev}); {RUNS} runs of {SECS} s each, "
           f"cases alternated")
-    got = {name: [] for name in CASES}
+    cases = {name: c for name, c in CASES.items() if ONLY.search(name)}
+    got = {name: [] for name in cases}
+    with_meta = bool(ONLY.search("metadata"))
     meta = []
     try:
         for r in range(RUNS):
-            for name, (fn, _) in CASES.items():
+            for name, (fn, _) in cases.items():
                 got[name].append(fn())
-            meta.append(metadata())
+            if with_meta:
+                meta.append(metadata())
             print(f"  run {r + 1}/{RUNS} done", flush=True)
     finally:
         kura_run("op", ["true"])
@@ -168,10 +177,14 @@ def main():
         print(f"{name:40} {med[name]:10.0f} {min(v):10.0f} {max(v):10.0f}")
     print(f"\n{'ratio (kura / kernel, higher is better)':52} {'ratio':>7} {'target':>7}")
     for label, k, e, target in RATIOS:
+        if k not in med or e not in med:
+            continue
         hi = CASES[k][1]
         ratio = med[k] / med[e] if hi else med[e] / med[k]
         mark = "" if target is None else ("  met" if ratio >= target else "  NOT met")
         print(f"{label:52} {ratio:7.2f} {target if target else '':>7}{mark}")
+    if not meta:
+        return
     tm = statistics.median(m[0] for m in meta)
     km = statistics.median(m[1] for m in meta)
     r = km / tm

@@ -1,5 +1,8 @@
 /* journal.c — the file back end's working copy and redo journal (see journal.h). */
 #include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sys/syscall.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -549,22 +552,33 @@ int journal_commit(struct journal *j, const struct jtx *t)
 	return 0;
 }
 
+static uint64_t now_ns(void);
+
 uint64_t journal_publish(struct journal *j)
 {
+	if (j->sync_each_op) {
+		/* Not cached: a forked child would inherit its parent's id. */
+		uint32_t self = (uint32_t)gettid();
+		if (j->ctl->publisher != self) {
+			j->ctl->publisher = self;
+			__atomic_store_n(&j->ctl->peer_ns, now_ns(), __ATOMIC_RELAXED);
+		}
+	}
 	__atomic_store_n(&j->ctl->staged, j->pending_end, __ATOMIC_RELEASE);
 	return j->ctl->lsn_base + j->pending_end;
 }
 
+/* Both under the pool mutex, so committing is 0 or 1 and exact: the holder
+ * is inside an operation.  A holder that dies there is cleared by the next
+ * one (take_lock), so the flag cannot stay set. */
 void journal_enter(struct journal *j)
 {
-	if (j->sync_each_op)
-		__atomic_add_fetch(&j->ctl->committing, 1, __ATOMIC_RELAXED);
+	__atomic_store_n(&j->ctl->committing, 1, __ATOMIC_RELAXED);
 }
 
 void journal_leave(struct journal *j)
 {
-	if (j->sync_each_op)
-		__atomic_sub_fetch(&j->ctl->committing, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&j->ctl->committing, 0, __ATOMIC_RELEASE);
 }
 
 static uint64_t now_ns(void)
@@ -589,6 +603,30 @@ static void wait_for_committers(struct journal *j)
 		__builtin_ia32_pause();
 }
 
+/* Committers that take turns: when the flush mutex comes to a thread, the
+ * thread whose flush just ended is back in its program between two
+ * operations, not yet counted in committing, and a flush started now
+ * would carry one record while the other waits a whole flush for the next.
+ * So while records have lately come from more than one thread and the
+ * flusher's own record is the last one staged, the flush waits (briefly: an
+ * operation plus a program's step) for one more record.  A thread
+ * committing alone never changes publisher and never waits; a flush that
+ * is not for one record (lsn 0: a checkpoint, syncfs) does not either. */
+#define PEER_RECENT_NS 1000000u
+#define PEER_WAIT_NS 50000u
+static void wait_for_peer(struct journal *j, uint64_t lsn)
+{
+	uint64_t t = now_ns();
+	if (t - __atomic_load_n(&j->ctl->peer_ns, __ATOMIC_RELAXED) > PEER_RECENT_NS ||
+	    j->ctl->lsn_base + __atomic_load_n(&j->ctl->staged, __ATOMIC_ACQUIRE) != lsn)
+		return;
+	uint64_t seen = __atomic_load_n(&j->ctl->staged, __ATOMIC_ACQUIRE), until = t + PEER_WAIT_NS;
+	while (__atomic_load_n(&j->ctl->staged, __ATOMIC_ACQUIRE) == seen &&
+	       !__atomic_load_n(&j->ctl->committing, __ATOMIC_ACQUIRE) && now_ns() < until)
+		__builtin_ia32_pause();
+	wait_for_committers(j);
+}
+
 /* With the flush mutex: the staged records not yet durable, one write and
  * one sync for all of them.  Direct I/O writes whole 512-byte sectors: the
  * first one again (its durable bytes unchanged, so a torn write cannot
@@ -596,10 +634,12 @@ static void wait_for_committers(struct journal *j)
  * which recovery refuses (another epoch, a wrong pos or crc), or which is
  * a record being staged right now, whose transaction then merely counts as
  * in flight at the crash. */
-static int write_pending(struct journal *j)
+static int write_pending(struct journal *j, uint64_t lsn)
 {
-	if (j->sync_each_op)
+	if (j->sync_each_op) {
 		wait_for_committers(j);
+		wait_for_peer(j, lsn);
+	}
 	uint64_t end = __atomic_load_n(&j->ctl->staged, __ATOMIC_ACQUIRE);
 	uint64_t from = j->ctl->durable, to = end;
 	if (to <= from)
@@ -640,15 +680,57 @@ static void lock_flush(struct journal *j)
 	}
 }
 
+static void unlock_flush(struct journal *j)
+{
+	pthread_mutex_unlock(&j->ctl->flush);
+	__atomic_add_fetch(&j->ctl->flush_seq, 1, __ATOMIC_RELEASE);
+	if (__atomic_load_n(&j->ctl->sleepers, __ATOMIC_ACQUIRE))
+		syscall(SYS_futex, &j->ctl->flush_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static int durable_past(const struct journal *j, uint64_t lsn)
+{
+	return __atomic_load_n(&j->ctl->durable, __ATOMIC_ACQUIRE) + j->ctl->lsn_base >= lsn;
+}
+
+/* A follower, whose record someone else's flush may carry, sleeps until
+ * a flush ends instead of queueing on the flush mutex: the mutex is not
+ * fair, and a thread that flushes, commits again and flushes again would
+ * take it back before a queued follower woke, so the follower, its record
+ * long durable, waited flush after flush.  The sleep is bounded (a holder
+ * that died never bumps flush_seq; the robust mutex then tells trylock). */
+static int lock_flush_or_durable(struct journal *j, uint64_t lsn)
+{
+	for (;;) {
+		if (durable_past(j, lsn))
+			return 0;
+		uint32_t seq = __atomic_load_n(&j->ctl->flush_seq, __ATOMIC_ACQUIRE);
+		int r = pthread_mutex_trylock(&j->ctl->flush);
+		if (r == EOWNERDEAD) {
+			finish_dead_checkpoint(j);
+			pthread_mutex_consistent(&j->ctl->flush);
+		}
+		if (r == 0 || r == EOWNERDEAD)
+			return 1;
+		struct timespec bound = { 0, 2000000 };
+		__atomic_add_fetch(&j->ctl->sleepers, 1, __ATOMIC_ACQ_REL);
+		syscall(SYS_futex, &j->ctl->flush_seq, FUTEX_WAIT, seq, &bound, NULL, 0);
+		__atomic_sub_fetch(&j->ctl->sleepers, 1, __ATOMIC_RELEASE);
+	}
+}
+
 int journal_sync(struct journal *j, uint64_t lsn)
 {
-	if (__atomic_load_n(&j->ctl->durable, __ATOMIC_ACQUIRE) + j->ctl->lsn_base >= lsn && lsn)
-		return j->m->io_err ? -EIO : 0;
-	lock_flush(j);
 	int err = 0;
-	if (!lsn || j->ctl->lsn_base + j->ctl->durable < lsn)
-		err = write_pending(j);
-	pthread_mutex_unlock(&j->ctl->flush);
+	if (!lsn) {
+		lock_flush(j);
+		err = write_pending(j, 0);
+		unlock_flush(j);
+	} else if (lock_flush_or_durable(j, lsn)) {
+		if (!durable_past(j, lsn))
+			err = write_pending(j, lsn);
+		unlock_flush(j);
+	}
 	return err ? err : j->m->io_err ? -EIO : 0;
 }
 
@@ -669,7 +751,7 @@ static int checkpoint(struct journal *j, const struct jtx *t)
 	enum { RUN = 64 };
 	static __thread uint8_t buf[RUN * KURA_BLOCK];
 	lock_flush(j);
-	int err = write_pending(j);
+	int err = write_pending(j, 0);
 	for (uint64_t b = 0; b < j->nblocks && !err;) {
 		if (!(j->dirty[b / 64] >> (b % 64) & 1)) {
 			b = j->dirty[b / 64] >> (b % 64) ? b + 1 : (b | 63) + 1;
@@ -699,7 +781,7 @@ static int checkpoint(struct journal *j, const struct jtx *t)
 		j->ctl->epoch++;
 		j->ctl->checkpoints++;
 	}
-	pthread_mutex_unlock(&j->ctl->flush);
+	unlock_flush(j);
 	return err;
 }
 

@@ -311,8 +311,10 @@ static void take_lock(struct kura_fs *fs)
 		/* The previous holder died mid-operation: its transaction is still
 		 * in the log.  Undo it, then the pool is as it was before. */
 		lock_write_begin(&fs->lk);
-		if (fs->tx.j)
+		if (fs->tx.j) {
+			journal_leave(fs->tx.j);
 			journal_repair(fs->tx.j, tx_head_epoch(&fs->tx));
+		}
 		tx_recover(&fs->tx);
 		lock_mark_consistent(&fs->lk);
 		lock_write_end(&fs->lk);
@@ -337,9 +339,9 @@ int fs_begin(struct kura_fs *fs)
 	 * says so instead of acknowledging more (remount to recover). */
 	if (fs->m.io_err)
 		return -EIO;
+	take_lock(fs);
 	if (fs->tx.j)
 		journal_enter(fs->tx.j);
-	take_lock(fs);
 	lock_write_begin(&fs->lk);
 	alloc_drop_frees(fs);
 	tx_begin(&fs->tx);
