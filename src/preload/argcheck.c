@@ -55,7 +55,7 @@ static int probe(uintptr_t page, const char *path)
 	if (n == 1)
 		return 1;
 	if (n < 0 && (errno == ENOSYS || errno == EPERM || errno == ESRCH)) {
-		long r = syscall(SYS_readlinkat, -1, path, &c, 1);
+		long r = kp_syscall(SYS_readlinkat, -1, path, &c, 1);
 		return !(r < 0 && errno == EFAULT);
 	}
 	return 0;

@@ -49,7 +49,7 @@ static void parse(void)
 	const char *mnt = getenv("KURA_MOUNT");
 	const char *pool = getenv("KURA_POOL");
 	kp_debug_on = getenv("KURA_DEBUG") && *getenv("KURA_DEBUG");
-	kp_pid = (pid_t)syscall(SYS_getpid);
+	kp_pid = (pid_t)kp_syscall(SYS_getpid);
 	if (!mnt || !*mnt)
 		mnt = "/kura";
 	while (*mnt) {
@@ -138,7 +138,7 @@ void kp_debug(const char *fmt, ...)
 		n = (int)sizeof buf - 2;
 	buf[n++] = '\n';
 	/* A raw write: stderr's stream may itself be one of ours. */
-	syscall(SYS_write, 2, buf, (size_t)n);
+	kp_syscall(SYS_write, 2, buf, (size_t)n);
 }
 
 int kp_unsupported(const char *what, int err)
@@ -191,7 +191,7 @@ static void fork_parent(void)
 
 static void fork_child(void)
 {
-	kp_pid = (pid_t)syscall(SYS_getpid);
+	kp_pid = (pid_t)kp_syscall(SYS_getpid);
 	kp_creds_fork_done();
 	for (int i = kp_nmounts - 1; i >= 0; i--)
 		if (kp_mounts[i].fs)

@@ -61,7 +61,7 @@ static pthread_key_t heap_key;
 
 static long raw_syscall(long n, long a, long b, long c)
 {
-	return REALT(long (*)(long, ...), "syscall")(n, a, b, c);
+	return kp_syscall(n, a, b, c);
 }
 
 /* The calling thread's uid class, as the kernel has it now. */
@@ -281,20 +281,16 @@ KP_EXPORT int capset(cap_user_header_t h, const cap_user_data_t d)
 	return r;
 }
 
-/* The raw system call changes only the calling thread's credentials. */
-KP_EXPORT long syscall(long n, ...)
+/* syscall() for every number the file system does not serve (syscall.c).
+ * The raw system call changes only the calling thread's credentials. */
+long kp_creds_syscall(long n, long a, long b, long c, long d, long e, long f)
 {
-	va_list ap;
-	va_start(ap, n);
-	long a = va_arg(ap, long), b = va_arg(ap, long), c = va_arg(ap, long);
-	long d = va_arg(ap, long), e = va_arg(ap, long), f = va_arg(ap, long);
-	va_end(ap);
 	switch (n) {
 	case SYS_setuid: case SYS_setreuid: case SYS_setresuid: case SYS_setfsuid: case SYS_capset:
 	case SYS_setgid: case SYS_setregid: case SYS_setresgid: case SYS_setfsgid: case SYS_setgroups:
 		kp_mount_all();
 	}
-	long r = REALT(long (*)(long, ...), "syscall")(n, a, b, c, d, e, f);
+	long r = kp_syscall(n, a, b, c, d, e, f);
 	switch (n) {
 	case SYS_setuid:
 	case SYS_setreuid:

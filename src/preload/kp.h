@@ -45,6 +45,10 @@
 		real_p;                                                      \
 	})
 
+/* The kernel's system call, for the layer's own use: syscall() itself is
+ * ours (syscall.c) and serves the file system's numbers. */
+#define kp_syscall(...) REALT(long (*)(long, ...), "syscall")(__VA_ARGS__)
+
 /* glibc marks path arguments nonnull, which lets the compiler delete our
  * NULL checks; programs do pass NULL (and utimensat(fd, NULL) is the
  * kernel's futimens).  This hides the pointer's origin from the optimiser. */
@@ -119,6 +123,7 @@ static inline void kp_creds_sync(void)
 	if (__builtin_expect(kp_creds_seen != __atomic_load_n(&kp_creds_gen, __ATOMIC_ACQUIRE), 0))
 		kp_creds_refresh();
 }
+long kp_creds_syscall(long n, long a, long b, long c, long d, long e, long f);
 void kp_creds_fork_prepare(void);
 void kp_creds_fork_done(void);
 

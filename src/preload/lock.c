@@ -191,7 +191,7 @@ static void tunlock(struct lk_table *t)
 	/* A sleeper counted itself under the mutex before reading seq, so it
 	 * either sees the new value or is inside the wait and gets woken. */
 	if (changed && __atomic_load_n(&t->sleepers, __ATOMIC_ACQUIRE))
-		syscall(SYS_futex, &t->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+		kp_syscall(SYS_futex, &t->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 /* Whether a process still runs: kill(0) also succeeds for a zombie, whose
@@ -529,7 +529,7 @@ static int waiter_set(struct lk_table *t, int w, int32_t on)
 		if (w < 0)
 			return -1; /* no room: this wait goes unseen by deadlock detection */
 		t->wait[w].pid = kp_pid;
-		t->wait[w].tid = (int32_t)syscall(SYS_gettid);
+		t->wait[w].tid = (int32_t)kp_syscall(SYS_gettid);
 	}
 	t->wait[w].on = on;
 	return w;
@@ -588,7 +588,7 @@ static int lk_sleep(uint32_t *word, uint32_t val, const sigset_t *caller_mask)
 			dl.tv_nsec -= 1000000000L;
 		}
 		struct kp_futex_waitv w = { val, (uintptr_t)word, 2 /* FUTEX2_SIZE_U32, shared */, 0 };
-		if (syscall(SYS_futex_waitv, &w, 1, 0, &dl, CLOCK_MONOTONIC) >= 0 || errno == EAGAIN ||
+		if (kp_syscall(SYS_futex_waitv, &w, 1, 0, &dl, CLOCK_MONOTONIC) >= 0 || errno == EAGAIN ||
 		    errno == ETIMEDOUT)
 			return 0;
 		if (errno == EINTR)
@@ -599,7 +599,7 @@ static int lk_sleep(uint32_t *word, uint32_t val, const sigset_t *caller_mask)
 	 * SA_RESTART one, and which signal came is unknown: EINTR if any
 	 * handler could have asked for it (old kernels only). */
 	struct timespec rel = { 0, LK_POLL_NS };
-	if (syscall(SYS_futex, word, FUTEX_WAIT, val, &rel, NULL, 0) < 0 && errno == EINTR &&
+	if (kp_syscall(SYS_futex, word, FUTEX_WAIT, val, &rel, NULL, 0) < 0 && errno == EINTR &&
 	    intr_among(NULL, caller_mask))
 		return -EINTR;
 	return 0;

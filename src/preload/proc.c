@@ -445,7 +445,7 @@ static int kura_exec_memfd(const char *path, int *mnt, int *mark)
 
 static void exec_memfd(int mfd, char *const argv[], char **env)
 {
-	syscall(SYS_execveat, mfd, "", argv, env, AT_EMPTY_PATH);
+	kp_syscall(SYS_execveat, mfd, "", argv, env, AT_EMPTY_PATH);
 }
 
 KP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
@@ -687,7 +687,7 @@ KP_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *co
 	char **env = kp_build_env(envp, preloadable(kdir, kp.p));
 	if (!env)
 		return -1;
-	syscall(SYS_execveat, kp.where == KP_KERNEL ? dirfd : AT_FDCWD, kp.p, argv, env, flags);
+	kp_syscall(SYS_execveat, kp.where == KP_KERNEL ? dirfd : AT_FDCWD, kp.p, argv, env, flags);
 	kp_exec_failed(env);
 	if (!(flags & AT_SYMLINK_NOFOLLOW) && KP_HOST_MISS() && kp_host_resolve(&kp, kdir))
 		return execve(kp.where == KP_KURA ? kp.host : kp.p, argv, envp);

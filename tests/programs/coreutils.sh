@@ -134,6 +134,17 @@ du -s --inodes a
 du -al --inodes a | sort -k2
 du -L --apparent-size -b a/symlink
 
+step "diff and patch"
+# GNU patch renames its output into place by syscall(SYS_renameat2, ...).
+printf 'one\ntwo\nthree\n' > p.txt
+printf 'one\n2\nthree\nfour\n' > p.new
+diff -u p.txt p.new > p.diff
+patch p.txt < p.diff
+cmp p.txt p.new && echo patched
+patch -R p.txt < p.diff
+cat p.txt
+rm p.new p.diff p.txt*
+
 step "rm"
 rm a/symlink a/dangling
 rmdir a/b 2>&1
