@@ -227,6 +227,50 @@ def test_exec_and_dlopen_from_pool(env, tmp_path):
     assert (r.returncode, r.stdout) == (0, "42\nscript arg\nscript viapath\n"), r.stderr
 
 
+DLCHECK = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+static void say(const char *what, void *h) {
+    const char *e = dlerror();
+    printf("%s: %s%s%s\n", what, h ? "handle" : "NULL", e ? " / " : "", e ? e : "");
+}
+int main(int argc, char **argv) {
+    char lib[4096], missing[4096], bad[4096];
+    snprintf(lib, sizeof lib, "%s/libx.so", argv[1]);
+    snprintf(missing, sizeof missing, "%s/nothere.so", argv[1]);
+    snprintf(bad, sizeof bad, "%s/notelf.so", argv[1]);
+    void *none = dlopen(lib, RTLD_NOW | RTLD_NOLOAD); say("NOLOAD before", none);
+    void *a = dlopen(lib, RTLD_NOW); say("first", a);
+    void *b = dlopen(lib, RTLD_NOW); say("second", b);
+    printf("same handle: %d\n", a == b);
+    int *counter = dlsym(a, "counter"); ++*counter;
+    int *again = dlsym(b, "counter"); printf("shared globals: %d\n", *again);
+    void *c = dlopen(lib, RTLD_NOW | RTLD_NOLOAD); say("NOLOAD after", c);
+    printf("NOLOAD same: %d\n", c == a);
+    say("missing", dlopen(missing, RTLD_NOW));
+    say("not ELF", dlopen(bad, RTLD_NOW));
+    say("nothing pending", (void *)1);
+    dlclose(c); dlclose(b); dlclose(a);
+    return 0;
+}
+"""
+
+
+def test_dlopen_from_pool_as_from_disk(env, tmp_path):
+    """dlopen of a library in the pool: one object however often it is
+    opened (RTLD_NOLOAD finds it), and dlerror() naming the path asked for."""
+    (tmp_path / "lib.c").write_text("int counter;\n")
+    (tmp_path / "dl.c").write_text(DLCHECK)
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "libx.so"), str(tmp_path / "lib.c")], check=True)
+    subprocess.run(["gcc", "-o", str(tmp_path / "dl"), str(tmp_path / "dl.c")], check=True)
+    (tmp_path / "notelf.so").write_text("not a library\n")
+    (rc0, out0), (rc1, out1) = run_both(
+        env, "dlopen", lambda b: ["sh", "-c", f"cp {tmp_path}/libx.so {tmp_path}/notelf.so {b}/ && {tmp_path}/dl {b}"])
+    assert rc0 == 0 and "same handle: 1" in out0 and "shared globals: 1" in out0, out0
+    assert (rc1, out1) == (rc0, out0)
+
+
 # Every tests/preload/*.c but calls.c is a self-contained program: its output
 # on tmpfs and under the prefix must agree.
 SMALL_PROGRAMS = sorted(p.stem for p in (HERE / "preload").glob("*.c") if p.stem != "calls")
