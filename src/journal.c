@@ -552,18 +552,8 @@ int journal_commit(struct journal *j, const struct jtx *t)
 	return 0;
 }
 
-static uint64_t now_ns(void);
-
 uint64_t journal_publish(struct journal *j)
 {
-	if (j->sync_each_op) {
-		/* Not cached: a forked child would inherit its parent's id. */
-		uint32_t self = (uint32_t)gettid();
-		if (j->ctl->publisher != self) {
-			j->ctl->publisher = self;
-			__atomic_store_n(&j->ctl->peer_ns, now_ns(), __ATOMIC_RELAXED);
-		}
-	}
 	__atomic_store_n(&j->ctl->staged, j->pending_end, __ATOMIC_RELEASE);
 	return j->ctl->lsn_base + j->pending_end;
 }
@@ -603,30 +593,6 @@ static void wait_for_committers(struct journal *j)
 		__builtin_ia32_pause();
 }
 
-/* Committers that take turns: when the flush mutex comes to a thread, the
- * thread whose flush just ended is back in its program between two
- * operations, not yet counted in committing, and a flush started now
- * would carry one record while the other waits a whole flush for the next.
- * So while records have lately come from more than one thread and the
- * flusher's own record is the last one staged, the flush waits (briefly: an
- * operation plus a program's step) for one more record.  A thread
- * committing alone never changes publisher and never waits; a flush that
- * is not for one record (lsn 0: a checkpoint, syncfs) does not either. */
-#define PEER_RECENT_NS 1000000u
-#define PEER_WAIT_NS 50000u
-static void wait_for_peer(struct journal *j, uint64_t lsn)
-{
-	uint64_t t = now_ns();
-	if (t - __atomic_load_n(&j->ctl->peer_ns, __ATOMIC_RELAXED) > PEER_RECENT_NS ||
-	    j->ctl->lsn_base + __atomic_load_n(&j->ctl->staged, __ATOMIC_ACQUIRE) != lsn)
-		return;
-	uint64_t seen = __atomic_load_n(&j->ctl->staged, __ATOMIC_ACQUIRE), until = t + PEER_WAIT_NS;
-	while (__atomic_load_n(&j->ctl->staged, __ATOMIC_ACQUIRE) == seen &&
-	       !__atomic_load_n(&j->ctl->committing, __ATOMIC_ACQUIRE) && now_ns() < until)
-		__builtin_ia32_pause();
-	wait_for_committers(j);
-}
-
 /* With the flush mutex: the staged records not yet durable, one write and
  * one sync for all of them.  Direct I/O writes whole 512-byte sectors: the
  * first one again (its durable bytes unchanged, so a torn write cannot
@@ -634,12 +600,10 @@ static void wait_for_peer(struct journal *j, uint64_t lsn)
  * which recovery refuses (another epoch, a wrong pos or crc), or which is
  * a record being staged right now, whose transaction then merely counts as
  * in flight at the crash. */
-static int write_pending(struct journal *j, uint64_t lsn)
+static int write_pending(struct journal *j)
 {
-	if (j->sync_each_op) {
+	if (j->sync_each_op)
 		wait_for_committers(j);
-		wait_for_peer(j, lsn);
-	}
 	uint64_t end = __atomic_load_n(&j->ctl->staged, __ATOMIC_ACQUIRE);
 	uint64_t from = j->ctl->durable, to = end;
 	if (to <= from)
@@ -724,11 +688,11 @@ int journal_sync(struct journal *j, uint64_t lsn)
 	int err = 0;
 	if (!lsn) {
 		lock_flush(j);
-		err = write_pending(j, 0);
+		err = write_pending(j);
 		unlock_flush(j);
 	} else if (lock_flush_or_durable(j, lsn)) {
 		if (!durable_past(j, lsn))
-			err = write_pending(j, lsn);
+			err = write_pending(j);
 		unlock_flush(j);
 	}
 	return err ? err : j->m->io_err ? -EIO : 0;
@@ -751,7 +715,7 @@ static int checkpoint(struct journal *j, const struct jtx *t)
 	enum { RUN = 64 };
 	static __thread uint8_t buf[RUN * KURA_BLOCK];
 	lock_flush(j);
-	int err = write_pending(j, 0);
+	int err = write_pending(j);
 	for (uint64_t b = 0; b < j->nblocks && !err;) {
 		if (!(j->dirty[b / 64] >> (b % 64) & 1)) {
 			b = j->dirty[b / 64] >> (b % 64) ? b + 1 : (b | 63) + 1;

@@ -59,9 +59,8 @@ struct jctl {
 	uint64_t durable;     /* record bytes known durable on the disk */
 	uint64_t checkpoints, syncs;
 	uint32_t committing;   /* the pool mutex's holder is inside an operation: a flush may wait for it */
-	uint32_t publisher;    /* thread that published the last record */
+	uint32_t pad;
 	pthread_mutex_t flush; /* robust, process-shared: whoever holds it writes for all */
-	uint64_t peer_ns;      /* when the last record came from another thread than the one before */
 	uint32_t flush_seq;    /* bumped when a flush ends: the futex followers sleep on */
 	uint32_t sleepers;     /* followers asleep on it (a dead one only costs a wake) */
 };
