@@ -82,6 +82,9 @@ struct kura_mount_opts {
 	 * overrides it).  Only the file back end has a choice: pmem and
 	 * memory are always KURA_SYNC_OP. */
 	enum kura_sync sync;
+	/* A pool of an older format is brought up to this kura's in place
+	 * (kura upgrade); without it such a pool is refused. */
+	int upgrade;
 };
 
 /* Returned (as a negative errno would be) by a path call of a mount with a

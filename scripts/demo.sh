@@ -19,6 +19,9 @@ trap 'rm -rf "$tmp"' EXIT
 step "1. default pool: $pool"
 if [ -s "$pool" ]; then
 	echo "exists"
+	# A pool an older kura made is brought up to this one's format (the
+	# command says what it did; a pool that is current stays as it is).
+	"$kura" upgrade "$pool"
 else
 	mkdir -p "$(dirname "$pool")"
 	"$kura" mkfs "$pool" --size 1G

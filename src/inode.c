@@ -142,6 +142,23 @@ int inode_block_reclaim(struct kura_fs *fs, uint64_t block)
 	return 1;
 }
 
+/* Format 1 to 2: the free list gains its back links, from *cursor (0: the
+ * head) for at most max slots in the open transaction.  *cursor is where
+ * the next call goes on, 0 when the list is done; *prev carries over. */
+int inode_link_back(struct kura_fs *fs, uint64_t *cursor, uint64_t *prev, uint64_t max)
+{
+	uint64_t ino = *cursor ? *cursor : fs_state(fs)->inode_free;
+	for (uint64_t n = 0; ino && n < max; n++) {
+		if (!slot_valid(fs, ino) || slot_at(fs, ino)->mode)
+			return -EUCLEAN; /* a broken list: fsck's to judge */
+		tx_write64(&fs->tx, INO_FIELD_OFF(ino, prev), *prev);
+		*prev = ino;
+		ino = slot_at(fs, ino)->link;
+	}
+	*cursor = ino;
+	return fs->tx.err;
+}
+
 void inode_free(struct kura_fs *fs, uint64_t ino)
 {
 	const struct kura_inode *ip = ino_get(fs, ino);

@@ -51,6 +51,7 @@ void inode_free(struct kura_fs *fs, uint64_t ino);
  * it did (not when its slots are the only free ones, or the list around them
  * is damaged). */
 int inode_block_reclaim(struct kura_fs *fs, uint64_t block);
+int inode_link_back(struct kura_fs *fs, uint64_t *cursor, uint64_t *prev, uint64_t max);
 
 enum { TOUCH_A = 1, TOUCH_M = 2, TOUCH_C = 4 };
 void inode_touch(struct kura_fs *fs, uint64_t ino, int which);

@@ -54,7 +54,11 @@ void super_geometry(uint64_t nblocks, struct kura_super *sb)
 	sb->first_data_block = sb->bitmap_block + sb->bitmap_blocks;
 }
 
-static int check_super(const struct kura_super *sb, uint64_t size, char *why, size_t whylen)
+/* Format 1 differs only in the free inode slots' back links (kura_inode.prev,
+ * then reserved and zero), which upgrade_format adds. */
+#define KURA_OLDEST_UPGRADABLE 1u
+
+static int check_super(const struct kura_super *sb, uint64_t size, int upgrade, char *why, size_t whylen)
 {
 	if (sb->magic != KURA_MAGIC) {
 		snprintf(why, whylen, "not a kura pool (no kura signature in the superblock)");
@@ -64,11 +68,16 @@ static int check_super(const struct kura_super *sb, uint64_t size, char *why, si
 		snprintf(why, whylen, "superblock checksum mismatch (the superblock is damaged)");
 		return -EUCLEAN;
 	}
-	if (sb->version != KURA_VERSION) {
-		if (sb->version < KURA_VERSION)
+	if (sb->version != KURA_VERSION && !(upgrade && sb->version >= KURA_OLDEST_UPGRADABLE && sb->version < KURA_VERSION)) {
+		if (sb->version < KURA_OLDEST_UPGRADABLE)
 			snprintf(why, whylen,
 				 "pool format version %u is older than this kura's (%u): export it with the kura that made "
 				 "it and import it into a new pool",
+				 sb->version, KURA_VERSION);
+		else if (sb->version < KURA_VERSION)
+			snprintf(why, whylen,
+				 "pool format version %u is older than this kura's (%u): `kura upgrade POOL` brings it up "
+				 "to date in place (older kuras cannot read it then)",
 				 sb->version, KURA_VERSION);
 		else
 			snprintf(why, whylen, "unsupported format version %u (this kura reads version %u)", sb->version,
@@ -100,7 +109,7 @@ static int check_super(const struct kura_super *sb, uint64_t size, char *why, si
 	return 0;
 }
 
-int super_load(int fd, uint64_t size, struct kura_super *out, int *used_copy, char *why, size_t whylen)
+int super_load(int fd, uint64_t size, int upgrade, struct kura_super *out, int *used_copy, char *why, size_t whylen)
 {
 	char why2[200];
 	*used_copy = 0;
@@ -112,14 +121,14 @@ int super_load(int fd, uint64_t size, struct kura_super *out, int *used_copy, ch
 		snprintf(why, whylen, "cannot read the superblock: %s", strerror(errno));
 		return -EIO;
 	}
-	int err = check_super(out, size, why, whylen);
+	int err = check_super(out, size, upgrade, why, whylen);
 	if (!err || err == -EPROTONOSUPPORT)
 		return err;
 	/* A truncated pool fails the same way in both copies; say so once. */
 	struct kura_super copy;
 	if (pread(fd, &copy, sizeof copy, SB_COPY * KURA_BLOCK) != sizeof copy)
 		return err;
-	int err2 = check_super(&copy, size, why2, sizeof why2);
+	int err2 = check_super(&copy, size, upgrade, why2, sizeof why2);
 	if (err2) {
 		if (err == -EINVAL && err2 != -EINVAL) {
 			snprintf(why, whylen, "%s", why2);
@@ -473,6 +482,30 @@ static int open_copy(struct kura_fs *fs, int *alone, char *why,
 
 /* ---- mapping ------------------------------------------------------------ */
 
+/* Format 1 to this one, in steps that each leave a pool format 1 reads
+ * (which ignores the back links), the version last: a crash anywhere
+ * leaves a pool of one format or the other, and upgrading again finishes.
+ * Chunked so that no transaction outgrows the log.  Inode blocks and
+ * directory buckets format 1 never gave back are left to fsck --repair. */
+static int upgrade_format(struct kura_fs *fs)
+{
+	uint64_t cursor = 0, prev = 0;
+	int err;
+	do {
+		if ((err = fs_begin(fs)))
+			return err;
+		err = fs_end(fs, inode_link_back(fs, &cursor, &prev, 1024));
+	} while (!err && cursor);
+	if (err || (err = fs_begin(fs)))
+		return err;
+	struct kura_super next = *fs->sb;
+	next.version = KURA_VERSION;
+	next.crc = super_crc(&next);
+	tx_write(&fs->tx, SB_COPY * KURA_BLOCK, &next, sizeof next);
+	tx_write(&fs->tx, SB_PRIMARY * KURA_BLOCK, &next, sizeof next);
+	return fs_end(fs, 0);
+}
+
 struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, int reclaim, int *errp)
 {
 	struct kura_mount_opts defaults = { 0 };
@@ -520,7 +553,7 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 		if (pread(fs->pool_fd, &probe, sizeof probe, 0) == sizeof probe && probe.magic == KURA_MAGIC)
 			size = probe.pool_size;
 	}
-	err = super_load(fs->pool_fd, size, sb, &used_copy, why, sizeof why);
+	err = super_load(fs->pool_fd, size, opts->upgrade && !opts->read_only, sb, &used_copy, why, sizeof why);
 	if (err) {
 		set_error("%s: %s", path, why);
 		goto fail;
@@ -582,6 +615,14 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 	}
 	fs->mounted_alone = alone;
 	fs->state_fd = -1;
+	if (sb->version != KURA_VERSION) {
+		if ((err = upgrade_format(fs))) {
+			set_error("%s: cannot upgrade from format version %u: %s", path, sb->version, strerror(-err));
+			fs_close(fs);
+			goto out;
+		}
+		sb->version = KURA_VERSION;
+	}
 	if (alone && reclaim && !opts->read_only && !opts->no_recover)
 		orphan_reclaim(fs);
 	(void)used_copy;

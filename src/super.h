@@ -10,7 +10,7 @@
 /* Reads and validates the superblock of the pool open as fd (file size
  * `size`), falling back to the copy.  On failure returns -errno and writes a
  * reason into why.  *used_copy is set when the primary was unusable. */
-int super_load(int fd, uint64_t size, struct kura_super *out, int *used_copy, char *why, size_t whylen);
+int super_load(int fd, uint64_t size, int upgrade, struct kura_super *out, int *used_copy, char *why, size_t whylen);
 /* The layout mkfs gives a pool of nblocks blocks. */
 void super_geometry(uint64_t nblocks, struct kura_super *sb);
 

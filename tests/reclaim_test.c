@@ -324,6 +324,96 @@ static void old_format_refused(const char *pool)
 		kura_unmount(fs);
 }
 
+/* A pool as format 1 left it (free slots linked one way) is brought up to
+ * date by a mount that asks for it: plain mounts refuse it and name the
+ * way, the upgrade keeps every file and leaves fsck clean. */
+static void old_format_upgraded(const char *pool)
+{
+	CHECK(kura_mkfs(pool, 8u << 20, 1) == 0, "mkfs %s", pool);
+	kura_fs *fs = kura_mount(pool, NULL, NULL);
+	CHECK(fs != NULL, "mount %s", pool);
+	if (!fs)
+		return;
+	char path[64];
+	CHECK(kura_mkdir(fs, "/d", 0755) == 0, "mkdir /d");
+	for (int i = 0; i < 150; i++) {
+		snprintf(path, sizeof path, i < 100 ? "/f%d" : "/d/f%d", i);
+		int fd = kura_open(fs, path, O_CREAT | O_WRONLY, 0644);
+		CHECK(fd >= 0 && kura_write(fs, fd, path, strlen(path)) == (ssize_t)strlen(path), "write %s", path);
+		kura_close(fs, fd);
+	}
+	for (int i = 0; i < 100; i += 3) {
+		snprintf(path, sizeof path, "/f%d", i);
+		CHECK(kura_unlink(fs, path) == 0, "unlink %s", path);
+	}
+	kura_unmount(fs);
+
+	int fd = open(pool, O_RDWR);
+	struct kura_super sb;
+	struct kura_state st;
+	if (fd < 0 || pread(fd, &sb, sizeof sb, 0) != sizeof sb ||
+	    pread(fd, &st, sizeof st, STATE_BLOCK * KURA_BLOCK) != sizeof st)
+		return;
+	unsigned slots = 0;
+	for (uint64_t ino = st.inode_free; ino && slots < 100000; slots++) {
+		wr64(fd, 0, INO(ino, prev));
+		if (pread(fd, &ino, sizeof ino, (off_t)INO(ino, link)) != sizeof ino)
+			break;
+	}
+	CHECK(slots > 30, "format 1 made: %u free slots unlinked backwards", slots);
+	sb.version = 1;
+	sb.crc = crc32c(0, &sb, offsetof(struct kura_super, crc));
+	wr(fd, &sb, sizeof sb, 0);
+	wr(fd, &sb, sizeof sb, KURA_BLOCK);
+	close(fd);
+
+	int err = 0;
+	fs = kura_mount(pool, NULL, &err);
+	CHECK(!fs && err == -EPROTONOSUPPORT && strstr(kura_last_error(), "kura upgrade"),
+	      "a plain mount of format 1 says how to upgrade: %d, %s", err, kura_last_error());
+	if (fs)
+		kura_unmount(fs);
+	struct kura_mount_opts opts = { .upgrade = 1 };
+	fs = kura_mount(pool, &opts, &err);
+	CHECK(fs != NULL, "upgrading mount: %s", kura_last_error());
+	if (!fs)
+		return;
+	struct kura_info in;
+	kura_info(fs, &in);
+	CHECK(in.format_version == KURA_VERSION, "format version %u after the upgrade", in.format_version);
+	kura_unmount(fs);
+	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean after the upgrade");
+	fs = kura_mount(pool, NULL, &err);
+	CHECK(fs != NULL, "a plain mount after the upgrade: %s", kura_last_error());
+	if (!fs)
+		return;
+	int kept = 0, gone = 0;
+	for (int i = 0; i < 150; i++) {
+		char buf[64] = { 0 };
+		snprintf(path, sizeof path, i < 100 ? "/f%d" : "/d/f%d", i);
+		int f = kura_open(fs, path, O_RDONLY, 0);
+		if (f < 0) {
+			gone += i < 100 && i % 3 == 0;
+			continue;
+		}
+		kept += kura_read(fs, f, buf, sizeof buf - 1) == (ssize_t)strlen(path) && !strcmp(buf, path);
+		kura_close(fs, f);
+	}
+	CHECK(kept == 116 && gone == 34, "files after the upgrade: %d of 116 intact, %d of 34 removed ones gone", kept,
+	      gone);
+	/* The back links hold: the free list is used both ways now. */
+	for (int i = 0; i < 60; i++) {
+		snprintf(path, sizeof path, "/n%d", i);
+		CHECK(create(fs, path) == 0, "create %s", path);
+	}
+	for (int i = 0; i < 60; i += 2) {
+		snprintf(path, sizeof path, "/n%d", i);
+		kura_unlink(fs, path);
+	}
+	kura_unmount(fs);
+	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean after using the upgraded pool");
+}
+
 int main(void)
 {
 	char pool[256];
@@ -334,6 +424,7 @@ int main(void)
 	readdir_across_merges(pool);
 	repair_gives_back(pool);
 	old_format_refused(pool);
+	old_format_upgraded(pool);
 	if (getenv("RECLAIM_KEEP"))
 		return 0;
 	unlink(pool);

@@ -237,7 +237,7 @@ def make_tree(root):
 
 def test_help_and_usage():
     r = ok("--help")
-    for cmd in ("mkfs", "fsck", "info", "ls", "stat", "cat", "import", "export"):
+    for cmd in ("mkfs", "fsck", "upgrade", "info", "ls", "stat", "cat", "import", "export"):
         assert cmd in out_text(r)
         rc = ok(cmd, "--help")
         assert f"kura {cmd}" in out_text(rc)
@@ -369,6 +369,21 @@ def test_fsck_clean_fresh_and_after_import(pool, scratch):
     assert "clean" in out_text(r)
     r = ok("fsck", pool, "--repair")
     assert "clean" in out_text(r)
+
+
+def test_upgrade_of_a_current_pool_changes_nothing(pool, scratch):
+    """reclaim_test upgrades a format-1 pool; here the command's other answers."""
+    before = Path(pool).read_bytes()
+    r = ok("upgrade", pool)
+    assert "already format version" in out_text(r)
+    assert Path(pool).read_bytes() == before
+    r = run("upgrade", pool, "extra")
+    assert r.returncode == 2 and "too many" in err_text(r)
+    r = run("upgrade", "--bogus")
+    assert r.returncode == 2 and "--bogus" in err_text(r)
+    p = scratch / "nope.pool"
+    r = run("upgrade", p)
+    assert r.returncode == 2 and str(p) in err_text(r)
 
 
 def test_fsck_missing_pool(scratch):

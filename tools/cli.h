@@ -93,6 +93,7 @@ int cli_linkmap_put(struct cli_linkmap *m, uint64_t dev, uint64_t ino, const cha
 
 int cmd_mkfs(int argc, char **argv);
 int cmd_fsck(int argc, char **argv);
+int cmd_upgrade(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_stat(int argc, char **argv);
