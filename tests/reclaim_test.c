@@ -11,7 +11,9 @@
  * pool.  A directory is listed while most of it is deleted: every entry
  * that stays is returned exactly once across bucket merges.  Last, space a
  * damaged pool holds on to (an extra empty inode block, two buckets that fit
- * in one) is found by fsck and given back by fsck --repair.
+ * in one) is found by fsck and given back by fsck --repair.  And a pool in
+ * format 1 (free slots linked one way) is refused by a plain mount and
+ * upgraded in place by one that asks, keeping every file.
  */
 #include <errno.h>
 #include <fcntl.h>
