@@ -132,7 +132,8 @@ struct kura_creds {
 #define KURA_CAP_DAC_READ_SEARCH (1ull << 2)
 #define KURA_CAP_FOWNER          (1ull << 3)
 #define KURA_CAP_FSETID          (1ull << 4)
-#define KURA_CAPS_FS (KURA_CAP_CHOWN | KURA_CAP_DAC_OVERRIDE | KURA_CAP_DAC_READ_SEARCH | KURA_CAP_FOWNER | KURA_CAP_FSETID)
+#define KURA_CAP_MKNOD           (1ull << 27) /* device nodes */
+#define KURA_CAPS_FS (KURA_CAP_CHOWN | KURA_CAP_DAC_OVERRIDE | KURA_CAP_DAC_READ_SEARCH | KURA_CAP_FOWNER | KURA_CAP_FSETID | KURA_CAP_MKNOD)
 
 /* The calling thread's credentials for every mount's calls from now on;
  * NULL: each mount's own (below).  *c is not copied: it must stay valid
@@ -199,7 +200,7 @@ ssize_t kura_readlink(kura_fs *fs, const char *path, char *buf, size_t bufsiz);
 /* flags: 0, RENAME_NOREPLACE, RENAME_EXCHANGE. */
 int kura_rename(kura_fs *fs, const char *oldpath, const char *newpath, unsigned flags);
 /* mknod of regular files only (S_IFREG); FIFOs/devices/sockets -EOPNOTSUPP. */
-int kura_mknod(kura_fs *fs, const char *path, mode_t mode);
+int kura_mknod(kura_fs *fs, const char *path, mode_t mode, dev_t dev);
 int kura_chmod(kura_fs *fs, const char *path, mode_t mode);
 int kura_fchmod(kura_fs *fs, int fd, mode_t mode);
 /* uid/gid of (uid_t)-1 / (gid_t)-1 leave that id unchanged.  Follows symlinks
@@ -242,7 +243,7 @@ int kura_openat(kura_fs *fs, int dirfd, const char *path, int flags, mode_t mode
 int kura_fstatat(kura_fs *fs, int dirfd, const char *path, struct stat *st, int flags);
 int kura_faccessat(kura_fs *fs, int dirfd, const char *path, int mode, int flags);
 int kura_mkdirat(kura_fs *fs, int dirfd, const char *path, mode_t mode);
-int kura_mknodat(kura_fs *fs, int dirfd, const char *path, mode_t mode);
+int kura_mknodat(kura_fs *fs, int dirfd, const char *path, mode_t mode, dev_t dev);
 int kura_unlinkat(kura_fs *fs, int dirfd, const char *path, int flags);
 int kura_renameat2(kura_fs *fs, int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
 		   unsigned flags);

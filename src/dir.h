@@ -22,6 +22,22 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "fs.h"
+#include <dirent.h>
+#include <sys/stat.h>
+
+/* The type byte a directory entry keeps for an inode of this mode. */
+static inline unsigned dtype_of(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFDIR: return DT_DIR;
+	case S_IFLNK: return DT_LNK;
+	case S_IFIFO: return DT_FIFO;
+	case S_IFCHR: return DT_CHR;
+	case S_IFBLK: return DT_BLK;
+	case S_IFSOCK: return DT_SOCK;
+	default: return DT_REG;
+	}
+}
 
 #define DIR_COOKIE_END ((uint64_t)1 << 62)
 

@@ -135,6 +135,15 @@ static int open_existing(struct kura_fs *fs, uint64_t ino, int flags)
 		return err;
 	if ((flags & O_NOATIME) && !creds_owner(creds_of(fs), ip))
 		return -EPERM;
+	/* Special files are names and attributes only: a pool is mounted as
+	 * with nodev (a device node's open is EACCES), a socket's open is
+	 * ENXIO as on Linux, and kura has no pipes to join a FIFO to. */
+	if (S_ISCHR(ip->mode) || S_ISBLK(ip->mode))
+		return -EACCES;
+	if (S_ISSOCK(ip->mode))
+		return -ENXIO;
+	if (S_ISFIFO(ip->mode))
+		return -EOPNOTSUPP;
 	/* Linux truncates on O_TRUNC even for O_RDONLY (write permission permitting). */
 	if ((flags & O_TRUNC) && S_ISREG(ip->mode)) {
 		if (fs->read_only)

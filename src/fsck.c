@@ -195,8 +195,11 @@ static void visit_inode(struct check *c, uint64_t ino)
 		c->symlinks++;
 	else if (S_ISREG(ip->mode))
 		c->files++;
-	else
+	else if (!S_ISFIFO(ip->mode) && !S_ISCHR(ip->mode) && !S_ISBLK(ip->mode) && !S_ISSOCK(ip->mode))
 		problem(c, "inode %llu: unsupported type (mode %o)", (unsigned long long)ino, ip->mode);
+	else if (ip->root || ip->size)
+		problem(c, "inode %llu: a special file with data (size %llu)", (unsigned long long)ino,
+			(unsigned long long)ip->size);
 	check_data(c, ino, ip, 0);
 }
 
@@ -261,7 +264,7 @@ static void check_dir(struct check *c, uint64_t dino)
 						(unsigned long long)dino, name, (unsigned long long)e->ino);
 					continue;
 				}
-				unsigned want = S_ISDIR(ip->mode) ? DT_DIR : S_ISLNK(ip->mode) ? DT_LNK : DT_REG;
+				unsigned want = dtype_of(ip->mode);
 				if (e->type != want)
 					problem(c, "directory %llu: \"%s\" has type %u, inode says %u",
 						(unsigned long long)dino, name, e->type, want);

@@ -212,6 +212,8 @@ void inode_to_stat(const struct kura_fs *fs, uint64_t ino, const struct kura_ino
 	st->st_mtim.tv_nsec = ip->mtime.nsec;
 	st->st_ctim.tv_sec = ip->ctime.sec;
 	st->st_ctim.tv_nsec = ip->ctime.nsec;
+	if (S_ISCHR(ip->mode) || S_ISBLK(ip->mode))
+		st->st_rdev = (dev_t)ip->parent;
 	(void)fs;
 }
 

@@ -94,7 +94,7 @@ struct kura_inode {
 	uint8_t dir_depth;        /* dirs: global depth of the extendible hash */
 	uint16_t iflags;          /* INODE_LINKABLE; 0 in pools older than the flag, which is its meaning */
 	uint32_t generation;
-	uint64_t parent;          /* dirs: parent directory's inode number */
+	uint64_t parent;          /* dirs: parent directory's inode number; char/block devices: the device number */
 	uint64_t entries;         /* dirs: number of entries */
 	uint64_t link;            /* free slot: next free; orphan: next orphan */
 	uint64_t prev;            /* free slot: previous free (0: the list head), so a whole inode block can leave the list in O(1) per slot */

@@ -18,11 +18,6 @@
 #include "path.h"
 #include "super.h"
 
-static unsigned dtype_of(mode_t mode)
-{
-	return S_ISDIR(mode) ? DT_DIR : S_ISLNK(mode) ? DT_LNK : DT_REG;
-}
-
 void drop_link(struct kura_fs *fs, uint64_t ino)
 {
 	const struct kura_inode *ip = ino_get(fs, ino);
@@ -175,7 +170,7 @@ int kura_mkdir(kura_fs *fs, const char *path, mode_t mode)
 	return kura_mkdirat(fs, KURA_AT_ROOT, path, mode);
 }
 
-int kura_mknodat(kura_fs *fs, int dirfd, const char *path, mode_t mode)
+int kura_mknodat(kura_fs *fs, int dirfd, const char *path, mode_t mode, dev_t dev)
 {
 	mode_t type = mode & S_IFMT;
 	if (type == S_IFDIR)
@@ -191,18 +186,19 @@ int kura_mknodat(kura_fs *fs, int dirfd, const char *path, mode_t mode)
 	err = walk_new(fs, start, path, &w);
 	if (!err && w.trailing_slash)
 		err = -ENOENT;
-	/* What kura cannot make is refused where a file system without it
-	 * would refuse it: after the path and the permission to create. */
-	if (!err && type && type != S_IFREG)
-		err = may_create(fs, ino_get(fs, w.dir)) ?: -EOPNOTSUPP;
+	/* Device nodes need CAP_MKNOD, checked after the path as Linux does. */
+	if (!err && (type == S_IFCHR || type == S_IFBLK) && !creds_capable(creds_of(fs), KURA_CAP_MKNOD))
+		err = may_create(fs, ino_get(fs, w.dir)) ?: -EPERM;
 	if (!err)
-		err = create_at(fs, &w, S_IFREG | (mode & 07777), &ino);
+		err = create_at(fs, &w, (type ? type : S_IFREG) | (mode & 07777), &ino);
+	if (!err && (type == S_IFCHR || type == S_IFBLK))
+		INO_SET(fs, ino, parent, (uint64_t)dev);
 	return fs_end(fs, err);
 }
 
-int kura_mknod(kura_fs *fs, const char *path, mode_t mode)
+int kura_mknod(kura_fs *fs, const char *path, mode_t mode, dev_t dev)
 {
-	return kura_mknodat(fs, KURA_AT_ROOT, path, mode);
+	return kura_mknodat(fs, KURA_AT_ROOT, path, mode, dev);
 }
 
 /* Sticky directories: only the owner of the entry or of the directory (or

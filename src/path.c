@@ -10,11 +10,6 @@
 #include "inode.h"
 #include "path.h"
 
-static unsigned dtype_of(mode_t mode)
-{
-	return S_ISDIR(mode) ? DT_DIR : S_ISLNK(mode) ? DT_LNK : DT_REG;
-}
-
 /* ---- host prefix (kura_mount_opts.host_prefix) ----
  * Written only when a walk escapes, so walks that stay in the pool (every
  * walk of a mount without the option) never touch it. */

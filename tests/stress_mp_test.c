@@ -312,7 +312,7 @@ int main(int argc, char **argv)
 	for (int j = 0; j < NPERM; j++) {
 		char d[64];
 		snprintf(d, sizeof d, "/shared/dir/p%d", j);
-		must(kura_mknod(fs, d, S_IFREG | 0644), d);
+		must(kura_mknod(fs, d, S_IFREG | 0644, 0), d);
 	}
 	int fd = kura_open(fs, "/shared/ro", O_CREAT | O_WRONLY, 0444);
 	must(fd, "create /shared/ro");

@@ -568,7 +568,7 @@ int main(int argc, char **argv)
 	for (int j = 0; j < NPERM; j++) {
 		char p[64];
 		snprintf(p, sizeof p, "/shared/dir/p%d", j);
-		must(kura_mknod(fs, p, S_IFREG | 0644), p);
+		must(kura_mknod(fs, p, S_IFREG | 0644, 0), p);
 	}
 	unsigned char *b = malloc(RO_SIZE);
 	for (size_t i = 0; i < RO_SIZE; i++)

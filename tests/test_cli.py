@@ -812,22 +812,32 @@ def test_import_unreadable_file_reports_permission_denied(pool, scratch):
     assert ok("cat", f"{pool}:/imp/public").stdout == b"fine\n"
 
 
-def test_special_files_are_skipped_with_warning(pool, scratch):
+def test_special_files_round_trip(pool, scratch):
+    """FIFOs, sockets and (as root) device nodes are kept as nodes with
+    their attributes, both ways."""
     src = scratch / "src"
     src.mkdir()
     (src / "regular").write_text("r\n")
-    os.mkfifo(src / "fifo")
+    os.mkfifo(src / "fifo", 0o640)
     import socket
     s = socket.socket(socket.AF_UNIX)
+    names = ["fifo", "regular", "sock"]
+    if os.geteuid() == 0:
+        os.mknod(src / "chr", stat.S_IFCHR | 0o600, os.makedev(1, 3))
+        names = ["chr"] + names
     try:
         s.bind(str(src / "sock"))
+        os.utime(src / "fifo", ns=(1_000_000_007, 2_000_000_009))
         r = ok("import", src, f"{pool}:/sp")
     finally:
         s.close()
-    e = err_text(r)
-    assert f"{src / 'fifo'}" in e and f"{src / 'sock'}" in e
-    assert "skipped 2 special files" in e
-    assert out_text(ok("ls", f"{pool}:/sp")).split() == ["regular"]
+    assert "skipp" not in err_text(r)
+    assert out_text(ok("ls", f"{pool}:/sp")).split() == names
+    out = scratch / "out"
+    ok("export", f"{pool}:/sp", out)
+    for n in names:
+        a, b = os.lstat(src / n), os.lstat(out / n)
+        assert (a.st_mode, a.st_rdev, a.st_mtime_ns) == (b.st_mode, b.st_rdev, b.st_mtime_ns), n
 
 
 def test_no_progress_noise_when_not_a_tty(pool, scratch):

@@ -207,6 +207,34 @@ static char *read_target(struct exp *c, const char *kpath)
 	}
 }
 
+/* FIFOs, sockets and device nodes come back as the nodes they were
+ * (device nodes only for root, as mknod(2) allows; skipped otherwise). */
+static void export_special(struct exp *c, int dfd, const char *name, const char *hpath, const char *kpath,
+			   const struct stat *st)
+{
+	struct timespec ts[2] = { st->st_atim, st->st_mtim };
+	int r;
+
+	if ((S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) && !c->as_root) {
+		cli_msg("export", "%s: skipping %s (only root makes device nodes)", kpath, cli_type_name(st->st_mode));
+		return;
+	}
+	r = mknodat(dfd, name, st->st_mode & (S_IFMT | 07777), st->st_rdev) < 0 ? -errno : 0;
+	if (r == -EEXIST && (r = make_room(dfd, name)) == 0)
+		r = mknodat(dfd, name, st->st_mode & (S_IFMT | 07777), st->st_rdev) < 0 ? -errno : 0;
+	if (r < 0) {
+		fail(c, hpath, -r);
+		return;
+	}
+	if (c->as_root && fchownat(dfd, name, st->st_uid, st->st_gid, AT_SYMLINK_NOFOLLOW) < 0)
+		fail(c, hpath, errno);
+	else if (fchmodat(dfd, name, st->st_mode & 07777, AT_SYMLINK_NOFOLLOW) < 0)
+		fail(c, hpath, errno);
+	else if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
+		fail(c, hpath, errno);
+	cli_progress_add(1, 0);
+}
+
 static void export_symlink(struct exp *c, int dfd, const char *name, const char *hpath,
 			   const char *kpath, const struct stat *st)
 {
@@ -309,7 +337,7 @@ static void export_contents(struct exp *c, int fd, const char *hpath, const char
 		} else if (S_ISLNK(st.st_mode)) {
 			export_symlink(c, fd, ns.v[i], hp, kp, &st);
 		} else {
-			cli_msg("export", "%s: skipping unexpected %s", kp, cli_type_name(st.st_mode));
+			export_special(c, fd, ns.v[i], hp, kp, &st);
 		}
 		free(kp);
 		free(hp);

@@ -274,6 +274,8 @@ static void import_symlink(struct imp *c, int dfd, const char *name, const char 
 static void import_dir(struct imp *c, int dfd, const char *name, const char *spath,
 		       const char *kpath, const struct stat *st, int oflags);
 
+static void import_special(struct imp *c, const char *spath, const char *kpath, const struct stat *st);
+
 static void import_contents(struct imp *c, int fd, const char *spath, const char *kpath)
 {
 	int dup_fd = dup(fd);
@@ -319,9 +321,7 @@ static void import_contents(struct imp *c, int fd, const char *spath, const char
 		} else if (S_ISLNK(st.st_mode)) {
 			import_symlink(c, fd, de->d_name, sp, kp, &st);
 		} else {
-			cli_msg("import", "%s: skipping %s (kura stores only files, directories "
-				"and symlinks)", sp, cli_type_name(st.st_mode));
-			c->skipped++;
+			import_special(c, sp, kp, &st);
 		}
 		free(sp);
 		free(kp);
@@ -329,6 +329,36 @@ static void import_contents(struct imp *c, int fd, const char *spath, const char
 			break;
 	}
 	closedir(d);
+}
+
+/* FIFOs, sockets and device nodes: a name and attributes (kura opens none
+ * of them); device nodes need root, as mknod(2) does, and are skipped
+ * otherwise. */
+static void import_special(struct imp *c, const char *spath, const char *kpath, const struct stat *st)
+{
+	struct timespec ts[2];
+	int r;
+
+	if ((S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) && !c->as_root) {
+		cli_msg("import", "%s: skipping %s (only root makes device nodes)", spath, cli_type_name(st->st_mode));
+		c->skipped++;
+		return;
+	}
+	mode_t mode = st->st_mode & (S_IFMT | 07777);
+	r = kura_mknod(c->fs, kpath, mode, st->st_rdev);
+	if (r == -EEXIST && (r = make_room(c, kpath)) == 0)
+		r = kura_mknod(c->fs, kpath, mode, st->st_rdev);
+	if (r < 0) {
+		fail(c, kpath, -r);
+		return;
+	}
+	if (c->as_root && (r = kura_chown(c->fs, kpath, st->st_uid, st->st_gid, 1)) < 0)
+		fail(c, kpath, -r);
+	else if ((r = kura_chmod(c->fs, kpath, st->st_mode & 07777)) < 0)
+		fail(c, kpath, -r);
+	else if ((r = kura_utimens(c->fs, kpath, times_of(st, ts), 1)) < 0)
+		fail(c, kpath, -r);
+	cli_progress_add(1, 0);
 }
 
 static int apply_dir_attrs(struct imp *c, const char *kpath, const struct stat *st)

@@ -56,15 +56,17 @@ static const struct command commands[] = {
 	  "Copy the host tree SRC into the pool at /path.  /path is created with\n"
 	  "its parents; if it already is a directory SRC's contents go into it.\n"
 	  "Modes, times (ns), symlinks and hard links are kept; owners too when\n"
-	  "run as root.  FIFOs, sockets and devices are skipped with a warning.\n"
+	  "run as root.  FIFOs and sockets are kept as such, device nodes too\n"
+	  "when run as root (skipped with a warning otherwise).\n"
 	  "If the default pool is named and does not exist yet, it is created.\n"
 	  "SRC may also be a single regular file.  Exit status 1 if anything\n"
-	  "could not be copied (skipped special files do not count).\n" },
+	  "could not be copied (skipped device nodes do not count).\n" },
 	{ "export", cmd_export, "export POOL:/path DST",
 	  "Recreate the pool tree /path under the host directory DST (created if\n"
 	  "missing; /path's contents go into it).  Modes, times (ns), symlinks and\n"
-	  "hard links are kept; owners too when run as root.  If /path is a\n"
-	  "regular file it is copied into DST under its own name.\n" },
+	  "hard links are kept; owners too when run as root; FIFOs, sockets and\n"
+	  "(as root) device nodes too.  If /path is a regular file it is copied\n"
+	  "into DST under its own name.\n" },
 	{ "run", cmd_run, "run [--pool POOL] [--mount PREFIX] [--] COMMAND [ARGS...]",
 	  "Run COMMAND with libkura.so preloaded: paths under PREFIX (default\n"
 	  "/kura) are served from POOL (default: the default pool, created if\n"

@@ -153,6 +153,8 @@ KP_EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask, struc
 	sx->stx_ctime.tv_nsec = (uint32_t)st.st_ctim.tv_nsec;
 	sx->stx_dev_major = major(st.st_dev);
 	sx->stx_dev_minor = minor(st.st_dev);
+	sx->stx_rdev_major = major(st.st_rdev);
+	sx->stx_rdev_minor = minor(st.st_rdev);
 	return 0;
 }
 
@@ -247,7 +249,7 @@ KP_EXPORT int mknodat(int dirfd, const char *path, mode_t mode, dev_t dev)
 	if ((mode & S_IFMT) == 0)
 		mode |= S_IFREG;
 	return (int)kp_ret(
-		KP_ENGINE(kp, KP_NAME, kura_mknodat(fs, kp.kdirfd, kp.p, (mode & S_IFMT) | (mode & 07777 & ~kp_umask()))));
+		KP_ENGINE(kp, KP_NAME, kura_mknodat(fs, kp.kdirfd, kp.p, (mode & S_IFMT) | (mode & 07777 & ~kp_umask()), dev)));
 }
 KP_EXPORT int mknod(const char *p, mode_t m, dev_t d) { return mknodat(AT_FDCWD, p, m, d); }
 KP_EXPORT int __xmknod(int v, const char *p, mode_t m, dev_t *d) { (void)v; return mknodat(AT_FDCWD, p, m, *d); }

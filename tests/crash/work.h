@@ -239,7 +239,7 @@ static long wk_run(kura_fs *fs, struct wk_ctx *c, const struct wk_op *op)
 		}
 		break;
 	}
-	case K_MKNOD: r = kura_mknod(fs, op->a, S_IFREG | 0600); break;
+	case K_MKNOD: r = kura_mknod(fs, op->a, S_IFREG | 0600, 0); break;
 	case K_MKDIR: r = kura_mkdir(fs, op->a, 0755); break;
 	case K_RMDIR: r = kura_rmdir(fs, op->a); break;
 	case K_WRITE:
