@@ -191,9 +191,30 @@ int kura_mknodat(kura_fs *fs, int dirfd, const char *path, mode_t mode, dev_t de
 		err = may_create(fs, ino_get(fs, w.dir)) ?: -EPERM;
 	if (!err)
 		err = create_at(fs, &w, (type ? type : S_IFREG) | (mode & 07777), &ino);
-	if (!err && (type == S_IFCHR || type == S_IFBLK))
+	/* A device's number; for a socket, the name its listener has in the
+	 * kernel (kura_socket_name), which stat does not show. */
+	if (!err && (type == S_IFCHR || type == S_IFBLK || type == S_IFSOCK))
 		INO_SET(fs, ino, parent, (uint64_t)dev);
 	return fs_end(fs, err);
+}
+
+int kura_socket_name(kura_fs *fs, int dirfd, const char *path, int flags, uint64_t *ino, uint64_t *token)
+{
+	struct stat st;
+	int err = kura_fstatat(fs, dirfd, path, &st, flags);
+	if (err)
+		return err;
+	if (!S_ISSOCK(st.st_mode))
+		return -ECONNREFUSED;
+	fs_lock_for_read(fs);
+	const struct kura_inode *ip = ino_get(fs, st.st_ino);
+	err = ip && S_ISSOCK(ip->mode) ? 0 : -ECONNREFUSED;
+	if (!err) {
+		*ino = st.st_ino;
+		*token = ip->parent;
+	}
+	fs_unlock_for_read(fs);
+	return err;
 }
 
 int kura_mknod(kura_fs *fs, const char *path, mode_t mode, dev_t dev)

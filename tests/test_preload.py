@@ -271,6 +271,49 @@ def test_dlopen_from_pool_as_from_disk(env, tmp_path):
     assert (rc1, out1) == (rc0, out0)
 
 
+UNIX_SOCKETS = r"""import os, socket, sys, stat
+base = sys.argv[1]
+p = os.path.join(base, "s")
+srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+srv.bind(p); srv.listen(1)
+st = os.lstat(p)
+print("node:", stat.S_ISSOCK(st.st_mode), oct(st.st_mode & 0o777))
+print("getsockname:", srv.getsockname().replace(base, "BASE"))
+c = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+c.connect(p)
+a, _ = srv.accept()
+c.sendall(b"ping"); print("got:", a.recv(4))
+print("peername:", c.getpeername().replace(base, "BASE"))
+try:
+    socket.socket(socket.AF_UNIX).bind(p)
+except OSError as e: print("bind again:", e.errno == 98)
+os.unlink(p)
+try:
+    socket.socket(socket.AF_UNIX).connect(p)
+except OSError as e: print("connect after unlink:", os.strerror(e.errno))
+s2 = socket.socket(socket.AF_UNIX); s2.bind(p); s2.listen(1); print("rebind while old open: ok")
+open(os.path.join(base, "f"), "w").close()
+try:
+    socket.socket(socket.AF_UNIX).connect(os.path.join(base, "f"))
+except OSError as e: print("connect to a file:", os.strerror(e.errno))
+d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); dp = os.path.join(base, "d"); d.bind(dp)
+e = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); e.sendto(b"dgram", dp); print("dgram:", d.recv(10))
+os.unlink(dp); os.unlink(p); os.unlink(os.path.join(base, "f"))
+print(sorted(os.listdir(base)))
+"""
+
+
+def test_unix_sockets_at_pool_paths(env, tmp_path):
+    """bind/connect/sendto/getsockname with a path in the pool behave as on
+    tmpfs: the node appears, the path reaches the listener while it exists,
+    unlinking it and binding again works with the old socket still open."""
+    prog = tmp_path / "sockets.py"
+    prog.write_text(UNIX_SOCKETS)
+    (rc0, out0), (rc1, out1) = run_both(env, "sockets", lambda b: ["python3", str(prog), b])
+    assert rc0 == 0 and "got: b'ping'" in out0, out0
+    assert (rc1, out1) == (rc0, out0)
+
+
 # Every tests/preload/*.c but calls.c is a self-contained program: its output
 # on tmpfs and under the prefix must agree.
 SMALL_PROGRAMS = sorted(p.stem for p in (HERE / "preload").glob("*.c") if p.stem != "calls")

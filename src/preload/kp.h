@@ -45,6 +45,47 @@
 		real_p;                                                      \
 	})
 
+/* ---- the wrappers' common steps (names.c, socket.c) ---- */
+/* kp_again is where KP_ENGINE starts the call over once the path has left
+ * the pool through a symlink and kp names where it went. */
+#define RESOLVE(dirfd, path, kp)                                  \
+	struct kp_path kp;                                        \
+	do {                                                      \
+		int r_ = kp_classify((dirfd), (path), &kp);       \
+		if (r_)                                           \
+			return (int)kp_ret(r_);                   \
+	} while (0);                                              \
+	kp##_again: __attribute__((unused))
+/* The engine's result for kp; on KURA_ESCAPED the wrapper runs again on the
+ * side the host path lies (follow: the call follows a final symlink). */
+#define KP_ENGINE(kp, follow, call)                                                          \
+	({                                                                                   \
+		long e_ = (call);                                                            \
+		if (__builtin_expect(e_ == KURA_ESCAPED, 0) && !(e_ = kp_escape(&(kp), (follow)))) \
+			goto kp##_again;                                                     \
+		e_;                                                                          \
+	})
+/* A kernel call for kp.  A host path through a symlink into a prefix fails
+ * there with ENOENT or ENOTDIR, the kernel not seeing the pool: only then is
+ * the path walked, and if such a link is on it the wrapper starts over on
+ * the kura side (follow: as KP_ENGINE). */
+#define KP_KERNEL_CALL(kp, dirfd, follow, call)                                                   \
+	({                                                                                        \
+		long k_ = (call);                                                                 \
+		if (__builtin_expect(k_ < 0, 0) && KP_HOST_MISS() &&                              \
+		    kp_host_link(&(kp), KDIR(kp, dirfd), (follow)))                               \
+			goto kp##_again;                                                          \
+		k_;                                                                               \
+	})
+/* The path a short form hands to its *at form: its own, or after a walk
+ * that followed host symlinks (hops) the kura path they led to. */
+#define KPATH(kp, p) ((kp).hops ? (const char *)(kp).host : (p))
+#define KFS(kp)                                                   \
+	kura_fs *fs = kp_fs((kp).mnt);                            \
+	if (!fs)                                                  \
+		return -1
+#define KDIR(kp, dirfd) ((kp).where == KP_KERNEL ? (dirfd) : AT_FDCWD)
+
 /* The kernel's system call, for the layer's own use: syscall() itself is
  * ours (syscall.c) and serves the file system's numbers. */
 #define kp_syscall(...) REALT(long (*)(long, ...), "syscall")(__VA_ARGS__)

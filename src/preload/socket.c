@@ -1,0 +1,235 @@
+/*
+ * socket.c — Unix-domain sockets named by a path in a pool.
+ *
+ * The kernel cannot bind a socket to a path it does not see, so a socket
+ * bound to a kura path lives in the kernel's abstract namespace instead, and
+ * the pool holds its node: bind makes an S_IFSOCK node whose token (random,
+ * stored in the node) names the abstract address "\0kura-<token>-<inode>",
+ * and connect, sendto and sendmsg to the path go to the address the node
+ * names.  So the socket is reached by its path exactly while the node is
+ * there, as on Linux: unlinking it leaves the listener unreachable, and a
+ * new bind at the same path makes a new node with a new token.  Connecting
+ * needs write permission on the node, as the kernel asks.
+ *
+ * getsockname, getpeername, accept and recvfrom give the path back for
+ * sockets this process bound; a socket bound by another process shows its
+ * abstract name.  The abstract namespace is the network namespace's: anyone
+ * who can read the pool can learn a token (the trust model is the pool's).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "kp.h"
+
+mode_t kp_umask(void);
+
+#define SUN_OFF offsetof(struct sockaddr_un, sun_path)
+
+/* The path of a pathname AF_UNIX address (NUL-terminated in path), or 0. */
+static int unix_path(const struct sockaddr *a, socklen_t len, char *path)
+{
+	if (!a || len <= SUN_OFF || a->sa_family != AF_UNIX)
+		return 0;
+	const struct sockaddr_un *u = (const void *)a;
+	size_t n = len - SUN_OFF;
+	if (n > sizeof u->sun_path)
+		n = sizeof u->sun_path;
+	if (!n || !u->sun_path[0])
+		return 0; /* abstract or unnamed */
+	memcpy(path, u->sun_path, n);
+	path[n] = 0;
+	return 1;
+}
+
+static socklen_t abstract_of(uint64_t ino, uint64_t token, struct sockaddr_un *u)
+{
+	memset(u, 0, sizeof *u);
+	u->sun_family = AF_UNIX;
+	int n = snprintf(u->sun_path + 1, sizeof u->sun_path - 1, "kura-%016llx-%llx", (unsigned long long)token,
+			 (unsigned long long)ino);
+	return (socklen_t)(SUN_OFF + 1 + (size_t)n);
+}
+
+/* Abstract names this process bound, and the paths they stand for. */
+static struct bound {
+	char abstract[64];
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+} *bound;
+static size_t nbound, capbound;
+static pthread_mutex_t bound_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void remember(const struct sockaddr_un *u, const char *path)
+{
+	pthread_mutex_lock(&bound_lock);
+	if (nbound == capbound) {
+		size_t cap = capbound ? capbound * 2 : 16;
+		struct bound *b = realloc(bound, cap * sizeof *b);
+		if (!b) {
+			pthread_mutex_unlock(&bound_lock);
+			return; /* getsockname then shows the abstract name */
+		}
+		bound = b, capbound = cap;
+	}
+	snprintf(bound[nbound].abstract, sizeof bound->abstract, "%s", u->sun_path + 1);
+	snprintf(bound[nbound].path, sizeof bound->path, "%s", path);
+	nbound++;
+	pthread_mutex_unlock(&bound_lock);
+}
+
+/* An address the kernel gave back: the path for one of ours. */
+static void translate_back(struct sockaddr *a, socklen_t *len, socklen_t cap)
+{
+	if (!a || !len || *len <= SUN_OFF + 1 || a->sa_family != AF_UNIX)
+		return;
+	struct sockaddr_un *u = (void *)a;
+	size_t n = *len - SUN_OFF - 1;
+	if (u->sun_path[0] || n < 5 || memcmp(u->sun_path + 1, "kura-", 5))
+		return;
+	pthread_mutex_lock(&bound_lock);
+	for (size_t i = 0; i < nbound; i++) {
+		if (strlen(bound[i].abstract) != n || memcmp(bound[i].abstract, u->sun_path + 1, n))
+			continue;
+		size_t plen = strlen(bound[i].path);
+		struct sockaddr_un out = { .sun_family = AF_UNIX };
+		memcpy(out.sun_path, bound[i].path, plen < sizeof out.sun_path ? plen : sizeof out.sun_path);
+		socklen_t full = (socklen_t)(SUN_OFF + plen + (plen < sizeof out.sun_path));
+		memcpy(a, &out, full < cap ? full : cap); /* truncated as the kernel truncates */
+		*len = full;
+		break;
+	}
+	pthread_mutex_unlock(&bound_lock);
+}
+
+KP_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+	if (!unix_path(addr, len, path))
+		return REAL(bind)(fd, addr, len);
+	RESOLVE(AT_FDCWD, path, kp);
+	if (kp.where != KP_KURA)
+		return REAL(bind)(fd, addr, len);
+	KFS(kp);
+	uint64_t token, ino;
+	if (getrandom(&token, sizeof token, 0) != sizeof token)
+		return -1;
+	token |= 1; /* never 0, the token of a node made by mknod */
+	long r = KP_ENGINE(kp, 0, kura_mknodat(fs, kp.kdirfd, kp.p, S_IFSOCK | (0777 & ~kp_umask()), (dev_t)token));
+	if (r == -EEXIST) {
+		errno = EADDRINUSE;
+		return -1;
+	}
+	if (r < 0)
+		return (int)kp_ret(r);
+	uint64_t got;
+	if ((r = kura_socket_name(fs, kp.kdirfd, kp.p, AT_SYMLINK_NOFOLLOW, &ino, &got)) < 0 || got != token)
+		return (int)kp_ret(r < 0 ? r : -EADDRINUSE);
+	struct sockaddr_un u;
+	socklen_t ulen = abstract_of(ino, token, &u);
+	if (REAL(bind)(fd, (struct sockaddr *)&u, ulen) < 0) {
+		int e = errno;
+		kura_unlinkat(fs, kp.kdirfd, kp.p, 0);
+		errno = e;
+		return -1;
+	}
+	remember(&u, path);
+	return 0;
+}
+
+/* The kernel address for a path in a pool that a socket is sent to:
+ * 1 with *u filled, 0 for an address to pass on as it is, -1 with errno. */
+static int target_of(const struct sockaddr *addr, socklen_t len, struct sockaddr_un *u, socklen_t *ulen)
+{
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+	if (!unix_path(addr, len, path))
+		return 0;
+	RESOLVE(AT_FDCWD, path, kp);
+	if (kp.where != KP_KURA)
+		return 0;
+	KFS(kp);
+	uint64_t ino, token;
+	long r = KP_ENGINE(kp, 1, kura_socket_name(fs, kp.kdirfd, kp.p, 0, &ino, &token));
+	if (r == 0)
+		r = KP_ENGINE(kp, 1, kura_faccessat(fs, kp.kdirfd, kp.p, W_OK, AT_EACCESS));
+	if (r < 0)
+		return (int)kp_ret(r);
+	*ulen = abstract_of(ino, token, u);
+	return 1;
+}
+
+KP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct sockaddr_un u;
+	socklen_t ulen;
+	int t = target_of(addr, len, &u, &ulen);
+	if (t < 0)
+		return -1;
+	return t ? REAL(connect)(fd, (struct sockaddr *)&u, ulen) : REAL(connect)(fd, addr, len);
+}
+
+KP_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *addr, socklen_t len)
+{
+	struct sockaddr_un u;
+	socklen_t ulen;
+	int t = target_of(addr, len, &u, &ulen);
+	if (t < 0)
+		return -1;
+	return t ? REAL(sendto)(fd, buf, n, flags, (struct sockaddr *)&u, ulen) : REAL(sendto)(fd, buf, n, flags, addr, len);
+}
+
+KP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	struct sockaddr_un u;
+	socklen_t ulen;
+	int t = msg ? target_of(msg->msg_name, msg->msg_namelen, &u, &ulen) : 0;
+	if (t < 0)
+		return -1;
+	if (!t)
+		return REAL(sendmsg)(fd, msg, flags);
+	struct msghdr m = *msg;
+	m.msg_name = &u;
+	m.msg_namelen = ulen;
+	return REAL(sendmsg)(fd, &m, flags);
+}
+
+/* getsockname, getpeername and accept share a signature and an answer. */
+static int named(int (*real)(int, struct sockaddr *, socklen_t *), int fd, struct sockaddr *addr, socklen_t *len)
+{
+	socklen_t cap = len ? *len : 0;
+	int r = real(fd, addr, len);
+	if (r >= 0)
+		translate_back(addr, len, cap);
+	return r;
+}
+
+KP_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len) { return named(REAL(getsockname), fd, addr, len); }
+KP_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len) { return named(REAL(getpeername), fd, addr, len); }
+KP_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len) { return named(REAL(accept), fd, addr, len); }
+
+KP_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	socklen_t cap = len ? *len : 0;
+	int r = REAL(accept4)(fd, addr, len, flags);
+	if (r >= 0 && addr)
+		translate_back(addr, len, cap);
+	return r;
+}
+
+KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr, socklen_t *len)
+{
+	socklen_t cap = len ? *len : 0;
+	ssize_t r = REAL(recvfrom)(fd, buf, n, flags, addr, len);
+	if (r >= 0 && addr)
+		translate_back(addr, len, cap);
+	return r;
+}
