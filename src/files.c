@@ -142,8 +142,10 @@ static int open_existing(struct kura_fs *fs, uint64_t ino, int flags)
 		return -EACCES;
 	if (S_ISSOCK(ip->mode))
 		return -ENXIO;
+	/* A non-blocking writer finds no reader (none can have it open), as
+	 * Linux answers then; anything else would need the pipe. */
 	if (S_ISFIFO(ip->mode))
-		return -EOPNOTSUPP;
+		return acc == O_WRONLY && (flags & O_NONBLOCK) ? -ENXIO : -EOPNOTSUPP;
 	/* Linux truncates on O_TRUNC even for O_RDONLY (write permission permitting). */
 	if ((flags & O_TRUNC) && S_ISREG(ip->mode)) {
 		if (fs->read_only)

@@ -592,6 +592,7 @@ static void test_sparse_truncate(void)
 	CHECK(S_ISFIFO(st.st_mode) && (st.st_mode & 07777) == 0644 && st.st_rdev == 0, "mknod S_IFIFO: mode %o",
 	      st.st_mode);
 	EXPECT_ERR(kura_open(fs, "/fifo", O_RDONLY | O_NONBLOCK, 0), EOPNOTSUPP);
+	EXPECT_ERR(kura_open(fs, "/fifo", O_WRONLY | O_NONBLOCK, 0), ENXIO);
 	EXPECT(kura_mknod(fs, "/sock", S_IFSOCK | 0600, 0), 0);
 	EXPECT_ERR(kura_open(fs, "/sock", O_RDWR, 0), ENXIO);
 	dev_t dev = makedev(1, 3);
