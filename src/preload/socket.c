@@ -13,8 +13,13 @@
  *
  * getsockname, getpeername, accept and recvfrom give the path back for
  * sockets this process bound; a socket bound by another process shows its
- * abstract name.  The abstract namespace is the network namespace's: anyone
- * who can read the pool can learn a token (the trust model is the pool's).
+ * abstract name.
+ *
+ * Not yet as private as a path: abstract names are the network namespace's
+ * and have no permissions, and /proc/net/unix lists them to every local
+ * user, who can connect without going through the pool (the node's write
+ * permission is checked only on the pool side).  A private directory of the
+ * pool's users for the kernel side is the way to close that.
  */
 #define _GNU_SOURCE
 #include <errno.h>
