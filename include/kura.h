@@ -244,10 +244,11 @@ int kura_fstatat(kura_fs *fs, int dirfd, const char *path, struct stat *st, int 
 int kura_faccessat(kura_fs *fs, int dirfd, const char *path, int mode, int flags);
 int kura_mkdirat(kura_fs *fs, int dirfd, const char *path, mode_t mode);
 int kura_mknodat(kura_fs *fs, int dirfd, const char *path, mode_t mode, dev_t dev);
-/* For a socket node (S_IFSOCK, made with dev as its token): its inode and
- * token, by which a preload layer names the kernel socket bound to it.
- * -ECONNREFUSED if path is not a socket; flags as kura_fstatat's. */
-int kura_socket_name(kura_fs *fs, int dirfd, const char *path, int flags, uint64_t *ino, uint64_t *token);
+/* For a socket node (S_IFSOCK, made with dev as its token): its inode,
+ * token and owner, by which a preload layer names the kernel socket bound
+ * to it.  -ECONNREFUSED if path is not a socket; flags as kura_fstatat's. */
+int kura_socket_name(kura_fs *fs, int dirfd, const char *path, int flags, uint64_t *ino, uint64_t *token,
+		     uid_t *owner);
 int kura_unlinkat(kura_fs *fs, int dirfd, const char *path, int flags);
 int kura_renameat2(kura_fs *fs, int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
 		   unsigned flags);

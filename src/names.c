@@ -198,7 +198,8 @@ int kura_mknodat(kura_fs *fs, int dirfd, const char *path, mode_t mode, dev_t de
 	return fs_end(fs, err);
 }
 
-int kura_socket_name(kura_fs *fs, int dirfd, const char *path, int flags, uint64_t *ino, uint64_t *token)
+int kura_socket_name(kura_fs *fs, int dirfd, const char *path, int flags, uint64_t *ino, uint64_t *token,
+		     uid_t *owner)
 {
 	struct stat st;
 	int err = kura_fstatat(fs, dirfd, path, &st, flags);
@@ -212,6 +213,7 @@ int kura_socket_name(kura_fs *fs, int dirfd, const char *path, int flags, uint64
 	if (!err) {
 		*ino = st.st_ino;
 		*token = ip->parent;
+		*owner = ip->uid;
 	}
 	fs_unlock_for_read(fs);
 	return err;

@@ -2,24 +2,23 @@
  * socket.c — Unix-domain sockets named by a path in a pool.
  *
  * The kernel cannot bind a socket to a path it does not see, so a socket
- * bound to a kura path lives in the kernel's abstract namespace instead, and
- * the pool holds its node: bind makes an S_IFSOCK node whose token (random,
- * stored in the node) names the abstract address "\0kura-<token>-<inode>",
- * and connect, sendto and sendmsg to the path go to the address the node
- * names.  So the socket is reached by its path exactly while the node is
- * there, as on Linux: unlinking it leaves the listener unreachable, and a
- * new bind at the same path makes a new node with a new token.  Connecting
- * needs write permission on the node, as the kernel asks.
+ * bound to a kura path is bound by the kernel in a private directory of
+ * the node's owner, /tmp/kura-sock-<uid> (0700, checked before every use:
+ * a directory someone else made or opened up is refused, so nobody can
+ * plant a socket there or reach one through it), and the pool holds its
+ * node: bind makes an S_IFSOCK node whose token (random, stored in the
+ * node) names the kernel's file "<token>-<inode>" there, and connect,
+ * sendto and sendmsg to the path go to the file the node names.  So the
+ * socket is reached by its path exactly while the node is there, as on
+ * Linux: unlinking it leaves the listener unreachable, and a new bind at
+ * the same path makes a new node with a new token.  Connecting needs write
+ * permission on the node, as the kernel asks.
  *
- * getsockname, getpeername, accept and recvfrom give the path back for
- * sockets this process bound; a socket bound by another process shows its
- * abstract name.
- *
- * Not yet as private as a path: abstract names are the network namespace's
- * and have no permissions, and /proc/net/unix lists them to every local
- * user, who can connect without going through the pool (the node's write
- * permission is checked only on the pool side).  A private directory of the
- * pool's users for the kernel side is the way to close that.
+ * What differs: only the owner's processes (and root) can connect, the
+ * directory being private; the kernel's file stays behind in it after the
+ * node goes.  getsockname, getpeername, accept and recvfrom give the path
+ * back for sockets this process bound; one bound by another process shows
+ * the kernel's path.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -57,18 +56,35 @@ static int unix_path(const struct sockaddr *a, socklen_t len, char *path)
 	return 1;
 }
 
-static socklen_t abstract_of(uint64_t ino, uint64_t token, struct sockaddr_un *u)
+#define SOCK_DIR "/tmp/kura-sock-"
+
+/* The kernel's address for the socket node (owner, ino, token), in the
+ * owner's private directory, made if make is set.  -1 with errno if the
+ * directory is not the owner's alone. */
+static int kernel_addr(uid_t owner, uint64_t ino, uint64_t token, int make, struct sockaddr_un *u, socklen_t *len)
 {
+	char dir[64];
+	snprintf(dir, sizeof dir, SOCK_DIR "%u", (unsigned)owner);
+	if (make && mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return -1;
+	struct stat st;
+	if (lstat(dir, &st) < 0)
+		return -1;
+	if (!S_ISDIR(st.st_mode) || st.st_uid != owner || (st.st_mode & 077)) {
+		errno = make ? EACCES : ECONNREFUSED; /* not ours: never bind or connect through it */
+		return -1;
+	}
 	memset(u, 0, sizeof *u);
 	u->sun_family = AF_UNIX;
-	int n = snprintf(u->sun_path + 1, sizeof u->sun_path - 1, "kura-%016llx-%llx", (unsigned long long)token,
+	int n = snprintf(u->sun_path, sizeof u->sun_path, "%s/%016llx-%llx", dir, (unsigned long long)token,
 			 (unsigned long long)ino);
-	return (socklen_t)(SUN_OFF + 1 + (size_t)n);
+	*len = (socklen_t)(SUN_OFF + (size_t)n + 1);
+	return 0;
 }
 
-/* Abstract names this process bound, and the paths they stand for. */
+/* Kernel paths this process bound, and the pool paths they stand for. */
 static struct bound {
-	char abstract[64];
+	char kernel[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
 } *bound;
 static size_t nbound, capbound;
@@ -82,11 +98,11 @@ static void remember(const struct sockaddr_un *u, const char *path)
 		struct bound *b = realloc(bound, cap * sizeof *b);
 		if (!b) {
 			pthread_mutex_unlock(&bound_lock);
-			return; /* getsockname then shows the abstract name */
+			return; /* getsockname then shows the kernel's path */
 		}
 		bound = b, capbound = cap;
 	}
-	snprintf(bound[nbound].abstract, sizeof bound->abstract, "%s", u->sun_path + 1);
+	snprintf(bound[nbound].kernel, sizeof bound->kernel, "%s", u->sun_path);
 	snprintf(bound[nbound].path, sizeof bound->path, "%s", path);
 	nbound++;
 	pthread_mutex_unlock(&bound_lock);
@@ -98,12 +114,12 @@ static void translate_back(struct sockaddr *a, socklen_t *len, socklen_t cap)
 	if (!a || !len || *len <= SUN_OFF + 1 || a->sa_family != AF_UNIX)
 		return;
 	struct sockaddr_un *u = (void *)a;
-	size_t n = *len - SUN_OFF - 1;
-	if (u->sun_path[0] || n < 5 || memcmp(u->sun_path + 1, "kura-", 5))
+	size_t n = strnlen(u->sun_path, *len - SUN_OFF);
+	if (n < sizeof SOCK_DIR || memcmp(u->sun_path, SOCK_DIR, sizeof SOCK_DIR - 1))
 		return;
 	pthread_mutex_lock(&bound_lock);
 	for (size_t i = 0; i < nbound; i++) {
-		if (strlen(bound[i].abstract) != n || memcmp(bound[i].abstract, u->sun_path + 1, n))
+		if (strlen(bound[i].kernel) != n || memcmp(bound[i].kernel, u->sun_path, n))
 			continue;
 		size_t plen = strlen(bound[i].path);
 		struct sockaddr_un out = { .sun_family = AF_UNIX };
@@ -137,11 +153,12 @@ KP_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 	if (r < 0)
 		return (int)kp_ret(r);
 	uint64_t got;
-	if ((r = kura_socket_name(fs, kp.kdirfd, kp.p, AT_SYMLINK_NOFOLLOW, &ino, &got)) < 0 || got != token)
+	uid_t owner;
+	if ((r = kura_socket_name(fs, kp.kdirfd, kp.p, AT_SYMLINK_NOFOLLOW, &ino, &got, &owner)) < 0 || got != token)
 		return (int)kp_ret(r < 0 ? r : -EADDRINUSE);
 	struct sockaddr_un u;
-	socklen_t ulen = abstract_of(ino, token, &u);
-	if (REAL(bind)(fd, (struct sockaddr *)&u, ulen) < 0) {
+	socklen_t ulen;
+	if (kernel_addr(owner, ino, token, 1, &u, &ulen) < 0 || REAL(bind)(fd, (struct sockaddr *)&u, ulen) < 0) {
 		int e = errno;
 		kura_unlinkat(fs, kp.kdirfd, kp.p, 0);
 		errno = e;
@@ -163,13 +180,13 @@ static int target_of(const struct sockaddr *addr, socklen_t len, struct sockaddr
 		return 0;
 	KFS(kp);
 	uint64_t ino, token;
-	long r = KP_ENGINE(kp, 1, kura_socket_name(fs, kp.kdirfd, kp.p, 0, &ino, &token));
+	uid_t owner;
+	long r = KP_ENGINE(kp, 1, kura_socket_name(fs, kp.kdirfd, kp.p, 0, &ino, &token, &owner));
 	if (r == 0)
 		r = KP_ENGINE(kp, 1, kura_faccessat(fs, kp.kdirfd, kp.p, W_OK, AT_EACCESS));
 	if (r < 0)
 		return (int)kp_ret(r);
-	*ulen = abstract_of(ino, token, u);
-	return 1;
+	return kernel_addr(owner, ino, token, 0, u, ulen) < 0 ? -1 : 1;
 }
 
 KP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
