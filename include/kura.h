@@ -50,6 +50,9 @@ typedef struct kura_fs kura_fs;
 /* Create a new pool file at `path` of `size` bytes (rounded down to 4 KiB).
  * Fails with -EEXIST if the file exists and is not empty, unless `force`. */
 int kura_mkfs(const char *path, uint64_t size, int force);
+/* kura_mkfs makes a new pool file 0600 (only its owner may use it); this
+ * gives another mode (before the umask), e.g. 0660 for a group. */
+int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode);
 
 enum kura_persist {
 	KURA_PERSIST_AUTO = 0, /* pmem on DAX/devdax, memory on tmpfs, else file; KURA_PERSIST env overrides */

@@ -1,4 +1,5 @@
 /* super.c — mkfs, mount, recovery and orphans (see super.h). */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -143,6 +144,47 @@ int super_load(int fd, uint64_t size, int upgrade, struct kura_super *out, int *
 
 int kura_mkfs(const char *path, uint64_t size, int force)
 {
+	return kura_mkfs_mode(path, size, force, 0600);
+}
+
+/* The processes that have path open, by /proc/PID/fd (those this user may
+ * see), as " 123 456", for a message. */
+static void holders(const char *path, char *out, size_t cap)
+{
+	struct stat want, st;
+	out[0] = 0;
+	if (stat(path, &want))
+		return;
+	DIR *proc = opendir("/proc");
+	struct dirent *p;
+	size_t used = 0, n = 0;
+	while (proc && (p = readdir(proc)) && n < 8) {
+		if (p->d_name[0] < '1' || p->d_name[0] > '9' || atoi(p->d_name) == getpid())
+			continue;
+		char dir[300];
+		snprintf(dir, sizeof dir, "/proc/%s/fd", p->d_name);
+		DIR *fds = opendir(dir);
+		struct dirent *f;
+		while (fds && (f = readdir(fds))) {
+			char link[600];
+			snprintf(link, sizeof link, "%s/%s", dir, f->d_name);
+			if (f->d_name[0] != '.' && !stat(link, &st) && st.st_dev == want.st_dev && st.st_ino == want.st_ino) {
+				used += (size_t)snprintf(out + used, cap - used, " %s", p->d_name);
+				if (used >= cap)
+					used = cap - 1;
+				n++;
+				break;
+			}
+		}
+		if (fds)
+			closedir(fds);
+	}
+	if (proc)
+		closedir(proc);
+}
+
+int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode)
+{
 	last_error[0] = 0;
 	uint64_t nblocks = size / KURA_BLOCK;
 	if (size < KURA_MIN_POOL_SIZE) {
@@ -150,7 +192,7 @@ int kura_mkfs(const char *path, uint64_t size, int force)
 			  (unsigned long long)KURA_MIN_POOL_SIZE);
 		return -EINVAL;
 	}
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, mode & 07777);
 	if (fd < 0) {
 		int e = errno;
 		set_error("%s: cannot create pool: %s", path, strerror(e));
@@ -166,6 +208,18 @@ int kura_mkfs(const char *path, uint64_t size, int force)
 	if (S_ISREG(st.st_mode) && st.st_size > 0 && !force) {
 		set_error("%s: file exists and is not empty (use --force to overwrite)", path);
 		err = -EEXIST;
+		goto out;
+	}
+	/* Every mount holds a read lock on the pool's first byte (fs_open):
+	 * a pool in use is never formatted, --force or not, and this lock,
+	 * held to the end, keeps mounts out meanwhile. */
+	struct flock in_use = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
+	if (S_ISREG(st.st_mode) && fcntl(fd, F_OFD_SETLK, &in_use) < 0) {
+		char pids[128];
+		holders(path, pids, sizeof pids);
+		set_error("%s: the pool is in use (mounted by process%s%s); unmount it first", path,
+			  strchr(pids + (pids[0] != 0), ' ') ? "es" : "", pids[0] ? pids : " unknown");
+		err = -EBUSY;
 		goto out;
 	}
 	if (S_ISREG(st.st_mode) && (ftruncate(fd, 0) || ftruncate(fd, (off_t)(nblocks * KURA_BLOCK)))) {
@@ -538,6 +592,14 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 	if (fstat(fs->pool_fd, &st)) {
 		err = -errno;
 		set_error("%s: %s", path, strerror(-err));
+		goto fail;
+	}
+	/* Held while the mount lives (this descriptor's open file description
+	 * carries it, forks included), so kura_mkfs can tell a pool in use. */
+	struct flock in_use = { .l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
+	if (S_ISREG(st.st_mode) && fcntl(fs->pool_fd, F_OFD_SETLK, &in_use) < 0 && errno != EINVAL) {
+		err = errno == EAGAIN || errno == EACCES ? -EBUSY : -errno;
+		set_error("%s: %s", path, err == -EBUSY ? "the pool is being formatted" : strerror(-err));
 		goto fail;
 	}
 	if (S_ISDIR(st.st_mode)) {

@@ -307,6 +307,77 @@ def test_mkfs_refuses_existing_without_force(scratch):
     ok("fsck", p)
 
 
+def test_mkfs_makes_pools_private_unless_told(scratch):
+    p = scratch / "private.pool"
+    ok("mkfs", p, "--size", "8M")
+    assert stat.S_IMODE(os.stat(p).st_mode) == 0o600
+    q = scratch / "shared.pool"
+    old = os.umask(0o022)
+    try:
+        ok("mkfs", q, "--size", "8M", "--mode", "0664")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(q).st_mode) == 0o644
+    r = run("mkfs", scratch / "x.pool", "--mode", "1777")
+    assert r.returncode == 2 and "1777" in err_text(r)
+
+
+def test_mkfs_refuses_a_pool_in_use(scratch):
+    """A pool a process has mounted is not formatted, --force or not; the
+    process goes on and the pool keeps its files."""
+    p = scratch / "busy.pool"
+    ok("mkfs", p, "--size", "16M")
+    src = scratch / "src"
+    src.mkdir()
+    (src / "f").write_text("kept\n")
+    ok("import", src, f"{p}:/t")
+    prefix = f"/kura-busy-{os.getpid()}"
+    # One process keeps the pool mounted: it holds a file open throughout.
+    holder = subprocess.Popen(
+        [KURA_BIN, "run", "--pool", str(p), "--mount", prefix, "--", "python3", "-c",
+         f"import sys\nf = open('{prefix}/t/f')\nprint(f.read(), end='', flush=True)\nsys.stdin.readline()\n"
+         f"f.seek(0)\nprint(f.read(), end='')\nprint(open('{prefix}/t/f').read(), end='')"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert holder.stdout.readline() == b"kept\n"
+        r = run("mkfs", p, "--size", "16M")
+        assert r.returncode != 0 and "not empty" in err_text(r), err_text(r)
+        r = run("mkfs", p, "--size", "16M", "--force")
+        assert r.returncode != 0 and "in use" in err_text(r), err_text(r)
+        out, err = holder.communicate(b"go\n", timeout=60)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    assert (holder.returncode, out) == (0, b"kept\nkept\n"), err
+    assert ok("cat", f"{p}:/t/f").stdout == b"kept\n"
+    ok("fsck", p)
+
+
+def test_a_pool_one_may_only_read_mounts_read_only(scratch):
+    if not IS_ROOT:
+        pytest.skip("needs root to act as a second user")
+    if not _others_can_run(KURA_BIN):
+        pytest.skip("the checkout is not searchable by other users")
+    p = scratch / "ro.pool"
+    ok("mkfs", p, "--size", "16M", "--mode", "0644")
+    src = scratch / "src"
+    src.mkdir()
+    (src / "f").write_text("readable\n")
+    ok("import", src, f"{p}:/t")
+    os.chmod(scratch, 0o755)
+    prefix = f"/kura-ro-{os.getpid()}"
+    script = (f"cat {prefix}/t/f; ls {prefix}/t; touch {prefix}/t/new 2>&1; rm {prefix}/t/f 2>&1; "
+              f"mkdir {prefix}/d 2>&1; echo x >> {prefix}/t/f 2>&1; true")
+    r = subprocess.run([KURA_BIN, "run", "--pool", str(p), "--mount", prefix, "--", "sh", "-c", script],
+                       capture_output=True, text=True, timeout=120,
+                       preexec_fn=lambda: (os.setgroups([]), os.setgid(65534), os.setuid(65534)))
+    lines = r.stdout.splitlines()
+    assert lines[:2] == ["readable", "f"], r.stdout + r.stderr
+    said = (r.stdout + r.stderr).splitlines()[2:]
+    assert sum("Read-only file system" in line for line in said) == 4, r.stdout + r.stderr
+    assert ok("cat", f"{p}:/t/f").stdout == b"readable\n"
+
+
 def test_mkfs_missing_size_value_is_usage_error(scratch):
     r = run("mkfs", scratch / "p.pool", "--size")
     assert r.returncode == 2 and "--size" in err_text(r)

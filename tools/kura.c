@@ -25,11 +25,15 @@ struct command {
 int cmd_run(int argc, char **argv); /* cli_run.c */
 
 static const struct command commands[] = {
-	{ "mkfs", cmd_mkfs, "mkfs [POOL] [--size SIZE] [--force]",
+	{ "mkfs", cmd_mkfs, "mkfs [POOL] [--size SIZE] [--mode MODE] [--force]",
 	  "Create a pool file.  SIZE is bytes or a number with a binary suffix:\n"
 	  "K, M, G, T (also KiB, MiB, GiB, TiB); case does not matter.  Without\n"
-	  "--size the pool is 1 GiB (sparse).  An existing non-empty file is only\n"
-	  "overwritten with --force.  Without POOL the default pool is created.\n" },
+	  "--size the pool is 1 GiB (sparse).  A new pool file is made with MODE\n"
+	  "(octal, before the umask; default 0600: its owner's alone; 0660 shares\n"
+	  "it with a group, who can then read and change every file in it).  An\n"
+	  "existing non-empty file is only overwritten with --force, and a pool\n"
+	  "that a process has mounted never is.  Without POOL the default pool is\n"
+	  "created.\n" },
 	{ "fsck", cmd_fsck, "fsck [POOL] [--repair]",
 	  "Check every invariant of an unmounted pool and print one line per\n"
 	  "problem.  --repair frees leaked blocks and inodes and reclaims orphans.\n"
@@ -121,10 +125,13 @@ int cmd_mkfs(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "size", required_argument, NULL, 's' },
 		{ "force", no_argument, NULL, 'f' },
+		{ "mode", required_argument, NULL, 'm' },
 		{ NULL, 0, NULL, 0 },
 	};
 	uint64_t size = KURA_DEFAULT_POOL_SIZE;
 	int force = 0, c, r;
+	mode_t mode = 0600;
+	char *end;
 	struct cli_target t;
 	const char *why;
 	char hb[32];
@@ -132,8 +139,13 @@ int cmd_mkfs(int argc, char **argv)
 	if (cli_want_help("mkfs", argc, argv))
 		return CLI_EXIT_OK;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":s:f", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":s:fm:", longopts, NULL)) != -1) {
 		switch (c) {
+		case 'm':
+			mode = (mode_t)strtoul(optarg, &end, 8);
+			if (!*optarg || *end || mode > 0777)
+				return cli_usage_error("mkfs", "invalid mode '%s': an octal mode up to 0777", optarg);
+			break;
 		case 's':
 			if (cli_parse_size(optarg, &size, &why) < 0)
 				return cli_usage_error("mkfs", "invalid size '%s': %s", optarg, why);
@@ -167,7 +179,7 @@ int cmd_mkfs(int argc, char **argv)
 		}
 		free(dir);
 	}
-	r = kura_mkfs(t.pool, size, force);
+	r = kura_mkfs_mode(t.pool, size, force, mode);
 	if (r < 0) {
 		const char *reason = kura_last_error();
 		if (reason && *reason)

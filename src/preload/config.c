@@ -91,6 +91,12 @@ kura_fs *kp_fs(int m)
 		int err = 0;
 		kp_inside++;
 		fs = kura_mount(mt->pool, &opts, &err);
+		/* A pool this user may only read is mounted read-only, as the
+		 * kernel mounts a read-only device: reads work, changes EROFS. */
+		if (!fs && err == -EACCES) {
+			opts.read_only = 1;
+			fs = kura_mount(mt->pool, &opts, &err);
+		}
 		kp_inside--;
 		if (!fs) {
 			kp_debug("mount %s: %s", mt->pool, kura_last_error());
