@@ -41,6 +41,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -50,11 +51,11 @@
 
 #include "kp.h"
 
-#define LK_MAX 4096
+#define LK_MAX 16384 /* records; pages untouched stay unallocated */
 #define LK_WAITERS 256
 #define LK_PROCS 512
 #define LK_IDS 65536 /* description ids the bitmaps cover: the engine's table size */
-#define LK_MAGIC 0x6b6c6f66u /* changes with the layout */
+#define LK_MAGIC 0x6b6c6f67u /* changes with the layout */
 #define LK_INIT 1u
 #define LK_POLL_NS 50000000L
 
@@ -73,6 +74,7 @@ struct lk {
 	uint64_t tok, id;   /* owner: (0, pid) for POSIX, (table, description) otherwise */
 	int32_t pid;        /* the process that took it */
 	uint8_t kind, type; /* type: T_RD or T_WR; 0: free slot */
+	uint64_t started;   /* pid's start time (clock ticks after boot): a reused pid is another process */
 };
 
 struct lk_waiter {
@@ -194,26 +196,65 @@ static void tunlock(struct lk_table *t)
 		kp_syscall(SYS_futex, &t->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
-/* Whether a process still runs: kill(0) also succeeds for a zombie, whose
- * descriptors (and so locks) the kernel has already dropped. */
-static int alive(pid_t pid)
+/* From /proc/PID/stat: 1 if the process runs (not a zombie, whose
+ * descriptors and so locks the kernel has already dropped), 0 if not, -1 if
+ * it cannot be read; its start time to *started. */
+static int proc_stat(pid_t pid, uint64_t *started)
+{
+	char path[48], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = REAL(open)(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t n = REAL(read)(fd, buf, sizeof buf - 1);
+	REAL(close)(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = 0;
+	char *c = strrchr(buf, ')');
+	if (!c || c[1] != ' ')
+		return -1;
+	/* The state is the third field, the start time the twenty-second. */
+	char *f = c + 2;
+	int running = *f != 'Z' && *f != 'X';
+	for (int field = 3; field < 22 && f; field++)
+		f = strchr(f, ' ') ? strchr(f, ' ') + 1 : NULL;
+	*started = f ? strtoull(f, NULL, 10) : 0;
+	return running;
+}
+
+/* This process's start time, read once per process. */
+static uint64_t my_start(void)
+{
+	static pid_t for_pid;
+	static uint64_t started;
+	if (for_pid != kp_pid) {
+		if (proc_stat(kp_pid, &started) < 0)
+			started = 0;
+		for_pid = kp_pid;
+	}
+	return started;
+}
+
+/* Whether the process that took a lock still runs: kill(0) also succeeds
+ * for a zombie, and for another process that got the pid since (started,
+ * when known, tells them apart). */
+static int alive_since(pid_t pid, uint64_t started)
 {
 	if (pid == kp_pid)
 		return 1;
 	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH))
 		return 0;
-	char path[48], buf[256];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	int fd = REAL(open)(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	uint64_t now;
+	int r = proc_stat(pid, &now);
+	if (r < 0)
 		return 1;
-	ssize_t n = REAL(read)(fd, buf, sizeof buf - 1);
-	REAL(close)(fd);
-	if (n <= 0)
-		return 1;
-	buf[n] = 0;
-	char *c = strrchr(buf, ')');
-	return !(c && c[1] == ' ' && (c[2] == 'Z' || c[2] == 'X'));
+	return r && (!started || !now || now == started);
+}
+
+static int alive(pid_t pid)
+{
+	return alive_since(pid, 0);
 }
 
 static uint64_t table_token(int m)
@@ -306,7 +347,7 @@ static int desc_held(struct lk_table *t, uint64_t tok, uint64_t id)
 static int rec_live(struct lk_table *t, const struct lk *r)
 {
 	if (r->kind == K_POSIX || r->id >= LK_IDS)
-		return alive(r->pid);
+		return alive_since(r->pid, r->started);
 	return desc_held(t, r->tok, r->id);
 }
 
@@ -382,6 +423,15 @@ static int free_recs(struct lk_table *t, int want)
 	int n = (int)(LK_MAX - t->hi); /* not read: untouched pages stay unallocated */
 	for (uint32_t i = 0; i < t->hi && n < want; i++)
 		n += !t->rec[i].type;
+	/* Full: the records of processes that died holding them (killed ones
+	 * never unlock) go now, not only when someone conflicts with them. */
+	for (uint32_t i = 0; i < t->hi && n < want; i++) {
+		struct lk *r = &t->rec[i];
+		if (r->type && !rec_live(t, r)) {
+			drop(t, r);
+			n++;
+		}
+	}
 	return n >= want;
 }
 
@@ -511,6 +561,7 @@ static int try_lock(struct lk_table *t, int m, const struct req *q, struct lk *w
 	n->tok = q->tok;
 	n->id = q->id;
 	n->pid = kp_pid;
+	n->started = my_start();
 	n->kind = (uint8_t)q->kind;
 	n->type = (uint8_t)q->type;
 	merge(t, n);
