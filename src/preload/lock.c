@@ -51,7 +51,7 @@
 
 #include "kp.h"
 
-#define LK_MAX 16384 /* records; pages untouched stay unallocated */
+#define LK_MAX 4096 /* live records; dead ones are reclaimed when it runs short (tests/preload/dead_lockers.c passes it) */
 #define LK_WAITERS 256
 #define LK_PROCS 512
 #define LK_IDS 65536 /* description ids the bitmaps cover: the engine's table size */
