@@ -595,11 +595,16 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 		goto fail;
 	}
 	/* Held while the mount lives (this descriptor's open file description
-	 * carries it, forks included), so kura_mkfs can tell a pool in use. */
+	 * carries it, forks included), so kura_mkfs can tell a pool in use.
+	 * Waits while mkfs (or kura run's tidying) holds the write lock: both
+	 * hold it briefly, and a holder that dies loses it. */
 	struct flock in_use = { .l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
-	if (S_ISREG(st.st_mode) && fcntl(fs->pool_fd, F_OFD_SETLK, &in_use) < 0 && errno != EINVAL) {
-		err = errno == EAGAIN || errno == EACCES ? -EBUSY : -errno;
-		set_error("%s: %s", path, err == -EBUSY ? "the pool is being formatted" : strerror(-err));
+	int locked;
+	while ((locked = fcntl(fs->pool_fd, F_OFD_SETLKW, &in_use)) < 0 && errno == EINTR)
+		;
+	if (S_ISREG(st.st_mode) && locked < 0 && errno != EINVAL) {
+		err = -errno;
+		set_error("%s: cannot lock the pool file: %s", path, strerror(-err));
 		goto fail;
 	}
 	if (S_ISDIR(st.st_mode)) {

@@ -8,11 +8,13 @@ to report a bad pool.
 
 import os
 import random
+import signal
 import shutil
 import stat
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -376,6 +378,38 @@ def test_a_pool_one_may_only_read_mounts_read_only(scratch):
     said = (r.stdout + r.stderr).splitlines()[2:]
     assert sum("Read-only file system" in line for line in said) == 4, r.stdout + r.stderr
     assert ok("cat", f"{p}:/t/f").stdout == b"readable\n"
+
+
+def _shm_left(pool):
+    st = os.stat(pool)
+    tail = f"{st.st_dev:x}-{st.st_ino:x}"
+    return sorted(n for n in os.listdir("/dev/shm") if n.startswith("kura-") and n.endswith(tail))
+
+
+@pytest.mark.parametrize("script", ["echo hi > $P/f; cat $P/f", "echo hi > $P/f",
+                                    "flock $P/f true", "echo x > $P/g; kill -9 $$"])
+def test_run_leaves_nothing_in_dev_shm(scratch, script):
+    """Whatever way the command ends (dash's _exit, a SIGKILL), the pool's
+    shared state is gone afterwards and the changes are in the pool file."""
+    p = scratch / "tidy.pool"
+    ok("mkfs", p, "--size", "16M")
+    prefix = f"/kura-tidy-{os.getpid()}"
+    r = subprocess.run([KURA_BIN, "run", "--pool", str(p), "--mount", prefix, "--", "sh", "-c",
+                        script.replace("$P", prefix)], capture_output=True, timeout=120)
+    assert r.returncode == (-signal.SIGKILL if "kill" in script else 0), r.stderr
+    assert _shm_left(p) == []
+    assert ok("ls", f"{p}:/").stdout.split()
+
+
+def test_run_passes_signals_and_status_on(scratch):
+    p = scratch / "sig.pool"
+    ok("mkfs", p, "--size", "16M")
+    assert run("run", "--pool", p, "--", "sh", "-c", "exit 7").returncode == 7
+    w = subprocess.Popen([KURA_BIN, "run", "--pool", str(p), "--", "sleep", "30"])
+    time.sleep(0.5)
+    w.terminate()
+    assert w.wait(timeout=30) == -signal.SIGTERM
+    assert _shm_left(p) == []
 
 
 def test_mkfs_missing_size_value_is_usage_error(scratch):

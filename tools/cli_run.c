@@ -2,8 +2,16 @@
  * cli_run.c — `kura run`: start a program with the interposition layer.
  *
  * Sets KURA_POOL, KURA_MOUNT and LD_PRELOAD (the absolute path of the
- * libkura.so installed next to this binary, ../lib/libkura.so) and execs
+ * libkura.so installed next to this binary, ../lib/libkura.so) and runs
  * the command.  Everything else happens inside the preloaded library.
+ *
+ * It runs it as a child and waits, passing on the signals sent to it alone
+ * and then the child's exit status (or its death by a signal), because the
+ * last process to use a pool is not always the one to tidy up: a process
+ * that ends with _exit (dash does), or is killed, leaves the shared state
+ * in /dev/shm behind, and a disk pool's working copy with changes not yet
+ * written home.  When the command is done and no process has the pool
+ * mounted any more, what is left is written home and removed here.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -11,7 +19,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -42,6 +56,55 @@ static int find_lib(char *out, size_t len)
 	if (snprintf(out, len, "%s/lib/libkura.so", self) >= (int)len)
 		return -1;
 	return access(out, R_OK);
+}
+
+static pid_t child;
+
+static void pass_on(int sig)
+{
+	if (child > 0)
+		kill(child, sig);
+}
+
+static int shm_exists(const char *kind, const struct stat *st)
+{
+	char name[128];
+	snprintf(name, sizeof name, "/dev/shm/kura-%s%llx-%llx", kind, (unsigned long long)st->st_dev,
+		 (unsigned long long)st->st_ino);
+	return access(name, F_OK) == 0;
+}
+
+/* What the pool's users left in /dev/shm (names as src/lock.c, journal.c
+ * and src/preload/lock.c make them): a working copy is written home and
+ * removed by a mount that finds itself the last (kura_release); the
+ * layer's lock table goes when no process has the pool mounted, which the
+ * write lock on its first byte proves (see kura_mkfs), held meanwhile. */
+static void tidy(const char *pool)
+{
+	struct stat st;
+	if (stat(pool, &st) < 0)
+		return;
+	if (shm_exists("copy-", &st) || shm_exists("", &st)) {
+		struct kura_mount_opts o = { .persist = KURA_PERSIST_AUTO };
+		int err = 0;
+		kura_fs *fs = kura_mount(pool, &o, &err);
+		if (fs) {
+			kura_release(fs);
+			kura_unmount(fs);
+		}
+	}
+	if (!shm_exists("locks-", &st))
+		return;
+	int fd = open(pool, O_RDWR | O_CLOEXEC);
+	struct flock none_mounted = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
+	if (fd >= 0 && fcntl(fd, F_OFD_SETLK, &none_mounted) == 0) {
+		char name[96];
+		snprintf(name, sizeof name, "/kura-locks-%llx-%llx", (unsigned long long)st.st_dev,
+			 (unsigned long long)st.st_ino);
+		shm_unlink(name);
+	}
+	if (fd >= 0)
+		close(fd);
 }
 
 int cmd_run(int argc, char **argv)
@@ -110,8 +173,52 @@ int cmd_run(int argc, char **argv)
 	setenv("KURA_POOL", abspool, 1);
 	setenv("KURA_MOUNT", mount, 1);
 	setenv("LD_PRELOAD", preload, 1);
-	execvp(argv[i], argv + i);
-	int e = errno;
-	cli_err("run", argv[i], e);
-	return e == ENOENT ? 127 : 126;
+
+	/* Terminal signals reach the whole process group, the child too; the
+	 * others, sent to this process alone, are passed on. */
+	static const int passed[] = { SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGALRM, SIGWINCH, SIGCONT, SIGPIPE };
+	sigset_t all, old_mask;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old_mask);
+	pid_t parent = getpid();
+	child = fork();
+	if (child < 0) {
+		cli_err("run", argv[i], errno);
+		return CLI_EXIT_FAIL;
+	}
+	if (child == 0) {
+		/* A wrapper killed outright takes its command along. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
+		sigprocmask(SIG_SETMASK, &old_mask, NULL);
+		execvp(argv[i], argv + i);
+		int e = errno;
+		cli_err("run", argv[i], e);
+		_exit(e == ENOENT ? 127 : 126);
+	}
+	struct sigaction sa = { .sa_handler = pass_on };
+	sigemptyset(&sa.sa_mask);
+	for (size_t k = 0; k < sizeof passed / sizeof passed[0]; k++)
+		sigaction(passed[k], &sa, NULL);
+	signal(SIGINT, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
+	sigprocmask(SIG_SETMASK, &old_mask, NULL);
+	int status;
+	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
+		;
+	tidy(abspool);
+	if (WIFSIGNALED(status)) {
+		int sig = WTERMSIG(status);
+		signal(sig, SIG_DFL);
+		struct rlimit no_core = { 0, 0 };
+		setrlimit(RLIMIT_CORE, &no_core); /* the child dumped its own */
+		sigset_t just;
+		sigemptyset(&just);
+		sigaddset(&just, sig);
+		sigprocmask(SIG_UNBLOCK, &just, NULL);
+		kill(getpid(), sig);
+		return 128 + sig;
+	}
+	return WEXITSTATUS(status);
 }
