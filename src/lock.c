@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "lock.h"
+#include "shm.h"
 
 #define LOCKTAB_MAGIC 0x6b6c62617472756bull
 
@@ -71,11 +72,16 @@ int lock_attach_held(struct lockh *h, int pool_fd, int *alone)
 	snprintf(h->name, sizeof h->name, "/kura-%llx-%llx", (unsigned long long)st.st_dev,
 		 (unsigned long long)st.st_ino);
 	int err = 0;
-	int fd = shm_open(h->name, O_RDWR | O_CREAT | O_CLOEXEC, st.st_mode & 0666);
+	int fd = shm_open(h->name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, st.st_mode & 0666);
 	if (fd < 0) {
 		err = -errno;
+		snprintf(h->why, sizeof h->why, "/dev/shm%s: %s", h->name, strerror(errno));
 		goto out;
 	}
+	/* Whoever made it first: someone who cannot use the pool could
+	 * otherwise hold or reset its mutex. */
+	if ((err = shm_trusted(fd, h->name, &st, h->why, sizeof h->why)))
+		goto out;
 	fchmod(fd, st.st_mode & 0666); /* umask must not lock out other users of the pool */
 	*alone = flock(fd, LOCK_EX | LOCK_NB) == 0;
 	if (*alone && (ftruncate(fd, 0) || ftruncate(fd, sizeof(struct locktab)))) {

@@ -36,6 +36,7 @@ struct lockh {
 	struct locktab *t;
 	int fd;
 	char name[64];
+	char why[256]; /* why attaching failed, when there is more to say than an errno */
 };
 
 /* Attaches to (creating if needed) the table of the pool open as pool_fd.

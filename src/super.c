@@ -506,7 +506,8 @@ static int open_copy(struct kura_fs *fs, int *alone, char *why,
 		;
 	int err = lock_attach_held(&fs->lk, fs->pool_fd, alone);
 	if (err) {
-		snprintf(why, whylen, "cannot attach the shared lock table: %s", strerror(-err));
+		snprintf(why, whylen, "cannot attach the shared lock table: %s",
+			 fs->lk.why[0] ? fs->lk.why : strerror(-err));
 		flock(fs->pool_fd, LOCK_UN);
 		return err;
 	}
@@ -659,7 +660,8 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 		tx_init(&fs->tx, &fs->m, sb->log_block * KURA_BLOCK, sb->log_blocks * KURA_BLOCK);
 		err = lock_attach(&fs->lk, fs->pool_fd, &alone);
 		if (err) {
-			set_error("%s: cannot attach the shared lock table: %s", path, strerror(-err));
+			set_error("%s: cannot attach the shared lock table: %s", path,
+				  fs->lk.why[0] ? fs->lk.why : strerror(-err));
 			goto fail_tx;
 		}
 	}

@@ -412,6 +412,48 @@ def test_run_passes_signals_and_status_on(scratch):
     assert _shm_left(p) == []
 
 
+def test_shared_objects_others_planted_are_refused(scratch):
+    """A user who cannot use a pool plants its lock table's name in
+    /dev/shm first (a file open to all, a symlink): mounts refuse it with a
+    clear message instead of sharing a mutex with a stranger, and never hang.
+    A lock table whose maker died halfway is rebuilt after a bounded wait."""
+    if not IS_ROOT:
+        pytest.skip("needs root to act as a second user")
+    p = scratch / "sq.pool"
+    ok("mkfs", p, "--size", "16M")
+    src = scratch / "src"
+    src.mkdir()
+    (src / "f").write_text("mine\n")
+    ok("import", src, f"{p}:/t")
+    st = os.stat(p)
+    table = f"/dev/shm/kura-{st.st_dev:x}-{st.st_ino:x}"
+    locks = f"/dev/shm/kura-locks-{st.st_dev:x}-{st.st_ino:x}"
+    plant = f"import os\nos.umask(0)\nos.close(os.open('{table}', os.O_CREAT | os.O_WRONLY, 0o666))"
+    subprocess.run(["python3", "-c", plant], check=True, timeout=60,
+                   preexec_fn=lambda: (os.setgroups([]), os.setgid(65534), os.setuid(65534)))
+    try:
+        r = run("cat", f"{p}:/t/f", timeout=60)
+        assert r.returncode != 0 and "belongs to uid 65534" in err_text(r) and table[8:] in err_text(r), err_text(r)
+    finally:
+        os.unlink(table)
+    os.symlink("/etc/passwd", table)
+    try:
+        r = run("cat", f"{p}:/t/f", timeout=60)
+        assert r.returncode != 0 and table[8:] in err_text(r), err_text(r)
+    finally:
+        os.unlink(table)
+    assert ok("cat", f"{p}:/t/f").stdout == b"mine\n"
+    # The layer's lock table as a maker that died after claiming it left it.
+    with open(locks, "wb") as f:
+        f.write((1).to_bytes(4, "little"))
+    os.chmod(locks, 0o600)
+    prefix = f"/kura-sq-{os.getpid()}"
+    r = subprocess.run([KURA_BIN, "run", "--pool", str(p), "--mount", prefix, "--", "flock", f"{prefix}/t/f", "cat",
+                        f"{prefix}/t/f"], capture_output=True, timeout=60)
+    assert (r.returncode, r.stdout) == (0, b"mine\n"), r.stderr
+    assert _shm_left(p) == []
+
+
 def test_mkfs_missing_size_value_is_usage_error(scratch):
     r = run("mkfs", scratch / "p.pool", "--size")
     assert r.returncode == 2 and "--size" in err_text(r)

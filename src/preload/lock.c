@@ -50,6 +50,7 @@
 #include <unistd.h>
 
 #include "kp.h"
+#include "shm.h"
 
 #define LK_MAX 4096 /* live records; dead ones are reclaimed when it runs short (tests/preload/dead_lockers.c passes it) */
 #define LK_WAITERS 256
@@ -120,6 +121,43 @@ static __thread pid_t fork_parent_pid;
 static __thread int dirty; /* the table changed under our lock: wake the waiters */
 static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static void init_table(struct lk_table *t)
+{
+	pthread_mutexattr_t a;
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+	pthread_mutex_init(&t->mu, &a);
+	pthread_mutexattr_destroy(&a);
+	__atomic_store_n(&t->magic, LK_MAGIC, __ATOMIC_RELEASE);
+}
+
+/* Waits (boundedly) for the table's maker to finish initialising it.  A
+ * maker that died halfway leaves LK_INIT for good: after a second one
+ * waiter takes over (LK_INIT to LK_REINIT, so only one does) and starts
+ * it afresh.  0 if it never became ready. */
+#define LK_REINIT 2u
+static int table_ready(struct lk_table *t)
+{
+	for (int round = 0; round < 2; round++) {
+		struct timespec start, now;
+		clock_gettime(CLOCK_MONOTONIC, &start);
+		do {
+			if (__atomic_load_n(&t->magic, __ATOMIC_ACQUIRE) == LK_MAGIC)
+				return 1;
+			sched_yield();
+			clock_gettime(CLOCK_MONOTONIC, &now);
+		} while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < 1000000000L);
+		uint32_t was = LK_INIT;
+		if (__atomic_compare_exchange_n(&t->magic, &was, LK_REINIT, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			memset((char *)t + sizeof t->magic, 0, sizeof *t - sizeof t->magic);
+			init_table(t);
+			return 1;
+		}
+	}
+	return __atomic_load_n(&t->magic, __ATOMIC_ACQUIRE) == LK_MAGIC;
+}
+
 static struct lk_table *table(int m, int create)
 {
 	struct lk_table *t = __atomic_load_n(&tables[m], __ATOMIC_ACQUIRE);
@@ -133,9 +171,15 @@ static struct lk_table *table(int m, int create)
 			goto out;
 		snprintf(name, sizeof name, "/kura-locks-%llx-%llx", (unsigned long long)st.st_dev,
 			 (unsigned long long)st.st_ino);
-		int fd = shm_open(name, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), st.st_mode & 0666);
+		int fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), st.st_mode & 0666);
 		if (fd < 0)
 			goto out;
+		char why[256];
+		if (shm_trusted(fd, name, &st, why, sizeof why)) {
+			kp_debug("%s", why); /* lock calls on the pool then fail with ENOLCK */
+			REAL(close)(fd);
+			goto out;
+		}
 		if (create)
 			fchmod(fd, st.st_mode & 0666); /* shm_open applied our umask */
 		struct stat ts;
@@ -157,17 +201,12 @@ static struct lk_table *table(int m, int create)
 			memset((char *)t + sizeof t->magic, 0, sizeof *t - sizeof t->magic);
 			won = 1;
 		}
-		if (won) {
-			pthread_mutexattr_t a;
-			pthread_mutexattr_init(&a);
-			pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-			pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-			pthread_mutex_init(&t->mu, &a);
-			pthread_mutexattr_destroy(&a);
-			__atomic_store_n(&t->magic, LK_MAGIC, __ATOMIC_RELEASE);
+		if (won)
+			init_table(t);
+		if (!table_ready(t)) {
+			munmap(t, sizeof *t);
+			goto out;
 		}
-		while (__atomic_load_n(&t->magic, __ATOMIC_ACQUIRE) != LK_MAGIC)
-			sched_yield();
 		__atomic_store_n(&tables[m], t, __ATOMIC_RELEASE);
 	}
 out:
