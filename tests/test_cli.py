@@ -309,6 +309,17 @@ def test_mkfs_refuses_existing_without_force(scratch):
     ok("fsck", p)
 
 
+def pool_with_file(scratch, name, text, *mkfs_args):
+    """A 16 MiB pool scratch/NAME.pool holding /t/f with text."""
+    p = scratch / f"{name}.pool"
+    ok("mkfs", p, "--size", "16M", *mkfs_args)
+    src = scratch / f"src-{name}"
+    src.mkdir()
+    (src / "f").write_text(text)
+    ok("import", src, f"{p}:/t")
+    return p
+
+
 def test_mkfs_makes_pools_private_unless_told(scratch):
     p = scratch / "private.pool"
     ok("mkfs", p, "--size", "8M")
@@ -327,12 +338,7 @@ def test_mkfs_makes_pools_private_unless_told(scratch):
 def test_mkfs_refuses_a_pool_in_use(scratch):
     """A pool a process has mounted is not formatted, --force or not; the
     process goes on and the pool keeps its files."""
-    p = scratch / "busy.pool"
-    ok("mkfs", p, "--size", "16M")
-    src = scratch / "src"
-    src.mkdir()
-    (src / "f").write_text("kept\n")
-    ok("import", src, f"{p}:/t")
+    p = pool_with_file(scratch, "busy", "kept\n")
     prefix = f"/kura-busy-{os.getpid()}"
     # One process keeps the pool mounted: it holds a file open throughout.
     holder = subprocess.Popen(
@@ -360,12 +366,7 @@ def test_a_pool_one_may_only_read_mounts_read_only(scratch):
         pytest.skip("needs root to act as a second user")
     if not _others_can_run(KURA_BIN):
         pytest.skip("the checkout is not searchable by other users")
-    p = scratch / "ro.pool"
-    ok("mkfs", p, "--size", "16M", "--mode", "0644")
-    src = scratch / "src"
-    src.mkdir()
-    (src / "f").write_text("readable\n")
-    ok("import", src, f"{p}:/t")
+    p = pool_with_file(scratch, "ro", "readable\n", "--mode", "0644")
     os.chmod(scratch, 0o755)
     prefix = f"/kura-ro-{os.getpid()}"
     script = (f"cat {prefix}/t/f; ls {prefix}/t; touch {prefix}/t/new 2>&1; rm {prefix}/t/f 2>&1; "
@@ -419,12 +420,7 @@ def test_shared_objects_others_planted_are_refused(scratch):
     A lock table whose maker died halfway is rebuilt after a bounded wait."""
     if not IS_ROOT:
         pytest.skip("needs root to act as a second user")
-    p = scratch / "sq.pool"
-    ok("mkfs", p, "--size", "16M")
-    src = scratch / "src"
-    src.mkdir()
-    (src / "f").write_text("mine\n")
-    ok("import", src, f"{p}:/t")
+    p = pool_with_file(scratch, "sq", "mine\n")
     st = os.stat(p)
     table = f"/dev/shm/kura-{st.st_dev:x}-{st.st_ino:x}"
     locks = f"/dev/shm/kura-locks-{st.st_dev:x}-{st.st_ino:x}"
