@@ -28,6 +28,7 @@ if not KURA_BIN or not os.access(KURA_BIN, os.X_OK):
 
 REPO = Path(__file__).resolve().parent.parent
 IS_ROOT = os.geteuid() == 0
+KURA_LIB = os.environ.get("KURA_LIB") or str(Path(KURA_BIN).resolve().parent.parent / "lib" / "libkura.so")
 
 
 def _others_can_run(path):
@@ -400,6 +401,31 @@ def test_run_leaves_nothing_in_dev_shm(scratch, script):
     assert r.returncode == (-signal.SIGKILL if "kill" in script else 0), r.stderr
     assert _shm_left(p) == []
     assert ok("ls", f"{p}:/").stdout.split()
+
+
+def test_gc_writes_home_and_removes_what_the_dead_left(scratch):
+    """A process killed with the pool mounted (no kura run to tidy after it)
+    leaves the working copy and lock tables; kura gc writes the copy home
+    and removes them, but leaves a pool in use alone."""
+    p = scratch / "gc.pool"
+    ok("mkfs", p, "--size", "16M")
+    prefix = f"/kura-gc-{os.getpid()}"
+    env = dict(os.environ, LD_PRELOAD=KURA_LIB, KURA_POOL=str(p), KURA_MOUNT=prefix)
+    r = subprocess.run(["sh", "-c", f"echo kept > {prefix}/f; flock {prefix}/f true; kill -9 $$"], env=env,
+                       capture_output=True, timeout=60)
+    assert r.returncode == -signal.SIGKILL, r.stderr
+    assert _shm_left(p)
+    holder = subprocess.Popen(["python3", "-c", f"import sys\nf = open('{prefix}/f')\nsys.stdin.readline()"],
+                              env=env, stdin=subprocess.PIPE)
+    try:
+        time.sleep(1)
+        assert "in use" in out_text(ok("gc", p))
+        assert _shm_left(p)
+    finally:
+        holder.communicate(b"\n", timeout=60)
+    assert "nothing left" in out_text(ok("gc", p))
+    assert _shm_left(p) == []
+    assert ok("cat", f"{p}:/f").stdout == b"kept\n"
 
 
 def test_run_passes_signals_and_status_on(scratch):

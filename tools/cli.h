@@ -61,6 +61,10 @@ int cli_ensure_default_pool(const char *cmd, const char *pool);
 int cli_mkdir_p(const char *dir, mode_t mode);
 /* Mount or print "kura: POOL: reason" and return NULL. */
 kura_fs *cli_mount(const char *pool, int read_only);
+/* Writes a working copy left in /dev/shm home and removes the pool's
+ * objects there, unless a process has the pool mounted; returns how many
+ * objects are left (or -errno). */
+int cli_tidy_pool(const char *pool);
 /* Join a directory and a name inside the pool ("/" + "a" -> "/a"). */
 char *cli_join(const char *dir, const char *name);
 
@@ -94,6 +98,7 @@ int cli_linkmap_put(struct cli_linkmap *m, uint64_t dev, uint64_t ino, const cha
 int cmd_mkfs(int argc, char **argv);
 int cmd_fsck(int argc, char **argv);
 int cmd_upgrade(int argc, char **argv);
+int cmd_gc(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_stat(int argc, char **argv);

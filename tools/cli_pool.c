@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include "cli.h"
 
 /* Collapse "//" and drop trailing slashes so joined paths and messages look
@@ -160,4 +162,48 @@ kura_fs *cli_mount(const char *pool, int read_only)
 				strerror(err < 0 ? -err : EIO));
 	}
 	return fs;
+}
+
+static int shm_exists(const char *kind, const struct stat *st)
+{
+	char name[128];
+	snprintf(name, sizeof name, "/dev/shm/kura-%s%llx-%llx", kind, (unsigned long long)st->st_dev,
+		 (unsigned long long)st->st_ino);
+	return access(name, F_OK) == 0;
+}
+
+/* What the pool's users left in /dev/shm (names as src/lock.c, journal.c
+ * and src/preload/lock.c make them): a working copy is written home and
+ * removed by a mount that finds itself the last (kura_release); the
+ * layer's lock table goes when no process has the pool mounted, which the
+ * write lock on its first byte proves (see kura_mkfs), held meanwhile. */
+int cli_tidy_pool(const char *pool)
+{
+	struct stat st;
+	int left = 0;
+	if (stat(pool, &st) < 0)
+		return -errno;
+	if (shm_exists("copy-", &st) || shm_exists("", &st)) {
+		struct kura_mount_opts o = { .persist = KURA_PERSIST_AUTO };
+		int err = 0;
+		kura_fs *fs = kura_mount(pool, &o, &err);
+		if (fs) {
+			kura_release(fs);
+			kura_unmount(fs);
+		}
+	}
+	if (!shm_exists("locks-", &st))
+		return shm_exists("copy-", &st) + shm_exists("", &st);
+	int fd = open(pool, O_RDWR | O_CLOEXEC);
+	struct flock none_mounted = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
+	if (fd >= 0 && fcntl(fd, F_OFD_SETLK, &none_mounted) == 0) {
+		char name[96];
+		snprintf(name, sizeof name, "/kura-locks-%llx-%llx", (unsigned long long)st.st_dev,
+			 (unsigned long long)st.st_ino);
+		shm_unlink(name);
+	}
+	if (fd >= 0)
+		close(fd);
+	left = shm_exists("copy-", &st) + shm_exists("", &st) + shm_exists("locks-", &st);
+	return left;
 }

@@ -66,47 +66,6 @@ static void pass_on(int sig)
 		kill(child, sig);
 }
 
-static int shm_exists(const char *kind, const struct stat *st)
-{
-	char name[128];
-	snprintf(name, sizeof name, "/dev/shm/kura-%s%llx-%llx", kind, (unsigned long long)st->st_dev,
-		 (unsigned long long)st->st_ino);
-	return access(name, F_OK) == 0;
-}
-
-/* What the pool's users left in /dev/shm (names as src/lock.c, journal.c
- * and src/preload/lock.c make them): a working copy is written home and
- * removed by a mount that finds itself the last (kura_release); the
- * layer's lock table goes when no process has the pool mounted, which the
- * write lock on its first byte proves (see kura_mkfs), held meanwhile. */
-static void tidy(const char *pool)
-{
-	struct stat st;
-	if (stat(pool, &st) < 0)
-		return;
-	if (shm_exists("copy-", &st) || shm_exists("", &st)) {
-		struct kura_mount_opts o = { .persist = KURA_PERSIST_AUTO };
-		int err = 0;
-		kura_fs *fs = kura_mount(pool, &o, &err);
-		if (fs) {
-			kura_release(fs);
-			kura_unmount(fs);
-		}
-	}
-	if (!shm_exists("locks-", &st))
-		return;
-	int fd = open(pool, O_RDWR | O_CLOEXEC);
-	struct flock none_mounted = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
-	if (fd >= 0 && fcntl(fd, F_OFD_SETLK, &none_mounted) == 0) {
-		char name[96];
-		snprintf(name, sizeof name, "/kura-locks-%llx-%llx", (unsigned long long)st.st_dev,
-			 (unsigned long long)st.st_ino);
-		shm_unlink(name);
-	}
-	if (fd >= 0)
-		close(fd);
-}
-
 int cmd_run(int argc, char **argv)
 {
 	const char *pool = NULL, *mount = "/kura";
@@ -207,7 +166,7 @@ int cmd_run(int argc, char **argv)
 	int status;
 	while (waitpid(child, &status, 0) < 0 && errno == EINTR)
 		;
-	tidy(abspool);
+	cli_tidy_pool(abspool);
 	if (WIFSIGNALED(status)) {
 		int sig = WTERMSIG(status);
 		signal(sig, SIG_DFL);

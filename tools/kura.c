@@ -38,6 +38,10 @@ static const struct command commands[] = {
 	  "Check every invariant of an unmounted pool and print one line per\n"
 	  "problem.  --repair frees leaked blocks and inodes and reclaims orphans.\n"
 	  "Exit status: 0 clean, 1 problems found, 2 pool unusable.\n" },
+	{ "gc", cmd_gc, "gc [POOL]",
+	  "Tidy what processes that ended without doing so (killed ones, say)\n"
+	  "left of the pool in /dev/shm: a disk pool's working copy is written\n"
+	  "home first.  A pool some process has mounted is left as it is.\n" },
 	{ "upgrade", cmd_upgrade, "upgrade [POOL]",
 	  "Bring a pool of an older format up to this kura's, in place, then\n"
 	  "reclaim what the old format left unused (as fsck --repair).  Older\n"
@@ -283,6 +287,30 @@ int cmd_fsck(int argc, char **argv)
 			cli_err("fsck", t.pool, -again);
 	}
 	return CLI_EXIT_FAIL;
+}
+
+/* ---- gc ---- */
+
+int cmd_gc(int argc, char **argv)
+{
+	struct cli_target t;
+	if (cli_want_help("gc", argc, argv))
+		return CLI_EXIT_OK;
+	if (argc > 2 || (argc == 2 && argv[1][0] == '-' && argv[1][1]))
+		return cli_usage_error("gc", argc > 2 ? "too many operands" : "unknown option '%s'", argv[1]);
+	if (cli_parse_target("gc", argc == 2 ? argv[1] : "default", &t) < 0)
+		return CLI_EXIT_USAGE;
+	int left = cli_tidy_pool(t.pool);
+	if (left < 0) {
+		cli_err("gc", t.pool, -left);
+		return 2;
+	}
+	if (left)
+		printf("%s: in use: its %d object%s in /dev/shm stay%s\n", t.pool, left, left == 1 ? "" : "s",
+		       left == 1 ? "s" : "");
+	else
+		printf("%s: nothing left in /dev/shm\n", t.pool);
+	return CLI_EXIT_OK;
 }
 
 /* ---- upgrade ---- */
