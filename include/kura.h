@@ -249,7 +249,9 @@ int kura_mkdirat(kura_fs *fs, int dirfd, const char *path, mode_t mode);
 int kura_mknodat(kura_fs *fs, int dirfd, const char *path, mode_t mode, dev_t dev);
 /* For a socket node (S_IFSOCK, made with dev as its token): its inode,
  * token and owner, by which a preload layer names the kernel socket bound
- * to it.  -ECONNREFUSED if path is not a socket; flags as kura_fstatat's. */
+ * to it.  -ECONNREFUSED if path is not a socket; flags as kura_fstatat's.
+ * With AT_KURA_FIFO in flags, the same for a FIFO (-EOPNOTSUPP if not). */
+#define AT_KURA_FIFO 0x40000000
 int kura_socket_name(kura_fs *fs, int dirfd, const char *path, int flags, uint64_t *ino, uint64_t *token,
 		     uid_t *owner);
 int kura_unlinkat(kura_fs *fs, int dirfd, const char *path, int flags);

@@ -191,9 +191,9 @@ int kura_mknodat(kura_fs *fs, int dirfd, const char *path, mode_t mode, dev_t de
 		err = may_create(fs, ino_get(fs, w.dir)) ?: -EPERM;
 	if (!err)
 		err = create_at(fs, &w, (type ? type : S_IFREG) | (mode & 07777), &ino);
-	/* A device's number; for a socket, the name its listener has in the
-	 * kernel (kura_socket_name), which stat does not show. */
-	if (!err && (type == S_IFCHR || type == S_IFBLK || type == S_IFSOCK))
+	/* A device's number; for a socket or a FIFO, the name of the kernel
+	 * object behind it (kura_socket_name), which stat does not show. */
+	if (!err && (type == S_IFCHR || type == S_IFBLK || type == S_IFSOCK || type == S_IFIFO))
 		INO_SET(fs, ino, parent, (uint64_t)dev);
 	return fs_end(fs, err);
 }
@@ -202,14 +202,16 @@ int kura_socket_name(kura_fs *fs, int dirfd, const char *path, int flags, uint64
 		     uid_t *owner)
 {
 	struct stat st;
-	int err = kura_fstatat(fs, dirfd, path, &st, flags);
+	int err = kura_fstatat(fs, dirfd, path, &st, flags & ~AT_KURA_FIFO);
 	if (err)
 		return err;
-	if (!S_ISSOCK(st.st_mode))
-		return -ECONNREFUSED;
+	mode_t type = flags & AT_KURA_FIFO ? S_IFIFO : S_IFSOCK;
+	int wrong = type == S_IFIFO ? -EOPNOTSUPP : -ECONNREFUSED;
+	if ((st.st_mode & S_IFMT) != type)
+		return wrong;
 	fs_lock_for_read(fs);
 	const struct kura_inode *ip = ino_get(fs, st.st_ino);
-	err = ip && S_ISSOCK(ip->mode) ? 0 : -ECONNREFUSED;
+	err = ip && (ip->mode & S_IFMT) == type ? 0 : wrong;
 	if (!err) {
 		*ino = st.st_ino;
 		*token = ip->parent;

@@ -303,6 +303,44 @@ print(sorted(os.listdir(base)))
 """
 
 
+FIFOS = r"""import os, sys
+base = sys.argv[1]
+f = os.path.join(base, "fifo")
+os.mkfifo(f, 0o600)
+try:
+    os.open(f, os.O_WRONLY | os.O_NONBLOCK)
+except OSError as e:
+    print("writer without reader:", os.strerror(e.errno))
+pid = os.fork()
+if pid == 0:
+    with open(f, "w") as w:
+        w.write("through the pipe\n")
+    os._exit(0)
+with open(f) as r:
+    print("read:", r.read(), end="")
+os.waitpid(pid, 0)
+r = os.open(f, os.O_RDONLY | os.O_NONBLOCK)
+w = os.open(f, os.O_WRONLY | os.O_NONBLOCK)
+os.write(w, b"nonblocking\n")
+print("read:", os.read(r, 100).decode(), end="")
+os.close(w); os.close(r)
+import stat
+print("still a fifo:", stat.S_ISFIFO(os.stat(f).st_mode))
+os.unlink(f)
+print(sorted(os.listdir(base)))
+"""
+
+
+def test_fifos_carry_data_between_processes(env, tmp_path):
+    """A FIFO in the pool is a kernel pipe for every process of the pool:
+    blocking and non-blocking opens, data both ways, the node stays a FIFO."""
+    prog = tmp_path / "fifos.py"
+    prog.write_text(FIFOS)
+    (rc0, out0), (rc1, out1) = run_both(env, "fifos", lambda b: ["python3", str(prog), b])
+    assert rc0 == 0 and "read: through the pipe" in out0, out0
+    assert (rc1, out1) == (rc0, out0)
+
+
 def test_unix_sockets_at_pool_paths(env, tmp_path):
     """bind/connect/sendto/getsockname with a path in the pool behave as on
     tmpfs: the node appears, the path reaches the listener while it exists,

@@ -92,6 +92,12 @@ int kp_open_path(struct kp_path *kp, int flags, mode_t mode)
 	int kfd = kura_openat(fs, kp->kdirfd, kp->p, flags & ~O_CLOEXEC, mode);
 	if (kfd == KURA_ESCAPED)
 		return open_escaped(kp, flags0, mode0);
+	/* The engine opens no FIFO: the kernel's pipe behind it (socket.c). */
+	if (kfd == -EOPNOTSUPP || kfd == -ENXIO) {
+		int pfd = kp_fifo_open(fs, kp->kdirfd, kp->p, flags);
+		if (pfd != -EOPNOTSUPP)
+			return pfd < 0 ? (int)kp_ret(pfd) : pfd;
+	}
 	if (kfd < 0)
 		return (int)kp_ret(kfd);
 	struct stat st;

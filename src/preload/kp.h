@@ -165,6 +165,9 @@ static inline void kp_creds_sync(void)
 		kp_creds_refresh();
 }
 long kp_creds_syscall(long n, long a, long b, long c, long d, long e, long f);
+/* socket.c: the kernel FIFO behind a FIFO node at path (-errno; -EOPNOTSUPP
+ * if path is not a FIFO). */
+int kp_fifo_open(kura_fs *fs, int kdirfd, const char *path, int flags);
 void kp_creds_fork_prepare(void);
 void kp_creds_fork_done(void);
 

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/statfs.h>
+#include <sys/random.h>
 #include <sys/statvfs.h>
 #include <sys/time.h>
 #include <sys/xattr.h>
@@ -209,6 +210,9 @@ KP_EXPORT int mknodat(int dirfd, const char *path, mode_t mode, dev_t dev)
 	KFS(kp);
 	if ((mode & S_IFMT) == 0)
 		mode |= S_IFREG;
+	/* A FIFO's token names the kernel FIFO behind it (socket.c). */
+	if (S_ISFIFO(mode) && getrandom(&dev, sizeof dev, 0) != sizeof dev)
+		return -1;
 	return (int)kp_ret(
 		KP_ENGINE(kp, KP_NAME, kura_mknodat(fs, kp.kdirfd, kp.p, (mode & S_IFMT) | (mode & 07777 & ~kp_umask()), dev)));
 }

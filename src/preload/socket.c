@@ -1,9 +1,15 @@
 /*
- * socket.c — Unix-domain sockets named by a path in a pool.
+ * socket.c — Unix-domain sockets and FIFOs named by a path in a pool.
  *
- * The kernel cannot bind a socket to a path it does not see, so a socket
- * bound to a kura path is bound by the kernel in a private directory of
- * the node's owner, /tmp/kura-sock-<uid> (0700, checked before every use:
+ * FIFOs: a FIFO node in the pool stands for a kernel FIFO in the private
+ * directory of the node's owner (below), named by the node's token and
+ * inode, made at the first open; an open of the node opens it, so readers
+ * and writers of any process of the pool meet in one kernel pipe, with the
+ * kernel's blocking and O_NONBLOCK rules.
+ *
+ * Sockets: the kernel cannot bind a socket to a path it does not see, so a
+ * socket bound to a kura path is bound by the kernel in a private directory
+ * of the node's owner, /tmp/kura-<uid> (0700, checked before every use:
  * a directory someone else made or opened up is refused, so nobody can
  * plant a socket there or reach one through it), and the pool holds its
  * node: bind makes an S_IFSOCK node whose token (random, stored in the
@@ -14,9 +20,9 @@
  * the same path makes a new node with a new token.  Connecting needs write
  * permission on the node, as the kernel asks.
  *
- * What differs: only the owner's processes (and root) can connect, the
- * directory being private; the kernel's file stays behind in it after the
- * node goes.  getsockname, getpeername, accept and recvfrom give the path
+ * What differs: only the owner's processes (and root) can connect to a
+ * socket or open a FIFO, the directory being private; the kernel's file
+ * stays behind in it after the node goes.  getsockname, getpeername, accept and recvfrom give the path
  * back for sockets this process bound; one bound by another process shows
  * the kernel's path.
  */
@@ -56,30 +62,67 @@ static int unix_path(const struct sockaddr *a, socklen_t len, char *path)
 	return 1;
 }
 
-#define SOCK_DIR "/tmp/kura-sock-"
+#define PRIVATE_DIR "/tmp/kura-"
 
-/* The kernel's address for the socket node (owner, ino, token), in the
- * owner's private directory, made if make is set.  -1 with errno if the
- * directory is not the owner's alone. */
-static int kernel_addr(uid_t owner, uint64_t ino, uint64_t token, int make, struct sockaddr_un *u, socklen_t *len)
+/* The kernel's path for a node (owner, ino, token) in the owner's private
+ * directory, made if make is set (by the owner, or by root for them).  -1
+ * with errno (refused, as given) if the directory is not the owner's alone. */
+static int private_path(uid_t owner, const char *kind, uint64_t ino, uint64_t token, int make, int refused,
+			char *out, size_t cap)
 {
 	char dir[64];
-	snprintf(dir, sizeof dir, SOCK_DIR "%u", (unsigned)owner);
-	if (make && mkdir(dir, 0700) < 0 && errno != EEXIST)
+	snprintf(dir, sizeof dir, PRIVATE_DIR "%u", (unsigned)owner);
+	if (make && mkdir(dir, 0700) == 0) {
+		if (geteuid() != owner && lchown(dir, owner, (gid_t)-1) < 0)
+			return -1;
+	} else if (make && errno != EEXIST) {
 		return -1;
+	}
 	struct stat st;
 	if (lstat(dir, &st) < 0)
 		return -1;
 	if (!S_ISDIR(st.st_mode) || st.st_uid != owner || (st.st_mode & 077)) {
-		errno = make ? EACCES : ECONNREFUSED; /* not ours: never bind or connect through it */
+		errno = refused; /* not theirs alone: never reach anything through it */
 		return -1;
 	}
+	if (snprintf(out, cap, "%s/%s%016llx-%llx", dir, kind, (unsigned long long)token, (unsigned long long)ino) >=
+	    (int)cap) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	return 0;
+}
+
+static int kernel_addr(uid_t owner, uint64_t ino, uint64_t token, int make, struct sockaddr_un *u, socklen_t *len)
+{
 	memset(u, 0, sizeof *u);
 	u->sun_family = AF_UNIX;
-	int n = snprintf(u->sun_path, sizeof u->sun_path, "%s/%016llx-%llx", dir, (unsigned long long)token,
-			 (unsigned long long)ino);
-	*len = (socklen_t)(SUN_OFF + (size_t)n + 1);
+	if (private_path(owner, "", ino, token, make, make ? EACCES : ECONNREFUSED, u->sun_path, sizeof u->sun_path))
+		return -1;
+	*len = (socklen_t)(SUN_OFF + strlen(u->sun_path) + 1);
 	return 0;
+}
+
+int kp_fifo_open(kura_fs *fs, int kdirfd, const char *path, int flags)
+{
+	uint64_t ino, token;
+	uid_t owner;
+	int r = kura_socket_name(fs, kdirfd, path, AT_KURA_FIFO, &ino, &token, &owner);
+	if (r < 0)
+		return r;
+	char fifo[sizeof(((struct sockaddr_un *)0)->sun_path) + 64];
+	uid_t me = geteuid();
+	if (private_path(owner, "fifo-", ino, token, me == owner || me == 0, EACCES, fifo, sizeof fifo) < 0)
+		return -errno;
+	if (mkfifo(fifo, 0600) == 0 && me != owner && lchown(fifo, owner, (gid_t)-1) < 0)
+		return -errno;
+	struct stat st;
+	if (lstat(fifo, &st) < 0)
+		return -errno;
+	if (!S_ISFIFO(st.st_mode) || st.st_uid != owner)
+		return -EACCES;
+	int fd = REAL(open)(fifo, (flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_DIRECTORY | O_PATH)) | O_NOFOLLOW, 0);
+	return fd < 0 ? -errno : fd;
 }
 
 /* Kernel paths this process bound, and the pool paths they stand for. */
@@ -115,7 +158,7 @@ static void translate_back(struct sockaddr *a, socklen_t *len, socklen_t cap)
 		return;
 	struct sockaddr_un *u = (void *)a;
 	size_t n = strnlen(u->sun_path, *len - SUN_OFF);
-	if (n < sizeof SOCK_DIR || memcmp(u->sun_path, SOCK_DIR, sizeof SOCK_DIR - 1))
+	if (n < sizeof PRIVATE_DIR || memcmp(u->sun_path, PRIVATE_DIR, sizeof PRIVATE_DIR - 1))
 		return;
 	pthread_mutex_lock(&bound_lock);
 	for (size_t i = 0; i < nbound; i++) {
