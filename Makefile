@@ -5,7 +5,7 @@ CTEST = ctest --output-on-failure -j2
 # The nested makes CMake runs would otherwise announce every directory change.
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps build check check-release check-asan check-tsan demo bench bench-durable model-long crash-full fuzz-long pjdfstest clean
+.PHONY: all deps build check check-release check-asan check-tsan demo bench bench-durable bench-maps model-long crash-full fuzz-long pjdfstest clean
 
 all: deps build
 
@@ -47,6 +47,10 @@ bench: all
 # durability modes (bench/durable.py says what each figure is).
 bench-durable: all
 	python3 bench/durable.py
+
+# Loads and stores through a shared map of a kura file against tmpfs.
+bench-maps: all
+	python3 bench/maps.py
 
 # Reconfigures build/ for the long run and back, so only test properties
 # change and nothing is recompiled.

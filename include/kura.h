@@ -303,6 +303,43 @@ int kura_fd_setfl(kura_fs *fs, int fd, int flags);
 /* The inode number behind a descriptor. */
 int64_t kura_fd_ino(kura_fs *fs, int fd);
 
+/* ---- shared maps (map.c) ------------------------------------------------
+ * A shared map of a kura file shows the file's blocks in the pool itself:
+ * the caller maps kura_map_fd() (MAP_SHARED) at the pool offsets that
+ * kura_map_blocks() gives, one page per file block, so its stores, other
+ * processes' maps and kura_read/kura_write see the same bytes at once.
+ * While a map exists it must be pinned: a pin counts as an open of the
+ * inode (an unlinked file lives on) and keeps every block the map may show
+ * from reuse (see src/mapped.h).  Durability: stores through a map are
+ * made durable by kura_map_sync(), as msync(MS_SYNC) or fsync would. */
+/* Pins the inode open as fd for a map; prot_write asks for a writable
+ * one.  Linux's answers: -EACCES (not open for reading, or prot_write
+ * without O_RDWR), -ENODEV (not a regular file).  *ino names it after. */
+int kura_map_pin(kura_fs *fs, int fd, int prot_write, uint64_t *ino);
+/* One more pin of a pinned inode (a map split, a forked child's maps). */
+int kura_map_repin(kura_fs *fs, uint64_t ino);
+/* Drops a pin; the last one of an unlinked file frees it. */
+int kura_map_unpin(kura_fs *fs, uint64_t ino);
+/* 1 if the calling thread is inside an operation on fs (a signal handler
+ * that interrupted one must not start another: it would wait for itself). */
+int kura_in_operation(kura_fs *fs);
+/* The descriptor to map and whether it may be mapped writable. */
+int kura_map_fd(kura_fs *fs, int *writable);
+/* For file blocks [first, first + n) of a pinned inode, the pool offsets
+ * to map (0: a hole, or past the end of the file), allocating blocks for
+ * holes below the end of the file when alloc (a full pool: -ENOSPC).
+ * Returns the file's size or -errno. */
+int64_t kura_map_blocks(kura_fs *fs, uint64_t ino, uint64_t first, uint64_t n, int alloc, uint64_t *offs);
+/* Stores made through a map of file blocks [first, first + n): with
+ * KURA_MAP_RECORD they become part of the pool's history as a transaction
+ * (the file back end journals them, pmem flushes them), with
+ * KURA_MAP_DURABLE too durable before the call returns (msync MS_SYNC);
+ * with neither they are only written home by the next checkpoint (munmap,
+ * exit).  0 or -errno. */
+#define KURA_MAP_RECORD  1
+#define KURA_MAP_DURABLE 2
+int kura_map_sync(kura_fs *fs, uint64_t ino, uint64_t first, uint64_t n, int how);
+
 /* ---- pool-wide -------------------------------------------------------- */
 
 struct kura_info {

@@ -8,6 +8,7 @@
 #include "creds.h"
 #include "fault.h"
 #include "inode.h"
+#include "mapped.h"
 
 const struct kura_inode *ino_get(const struct kura_fs *fs, uint64_t ino)
 {
@@ -181,6 +182,33 @@ void inode_free(struct kura_fs *fs, uint64_t ino)
 	inode_block_reclaim(fs, own);
 	if (slot_valid(fs, head) && ino_off(head) >> KURA_BLOCK_SHIFT != own)
 		inode_block_reclaim(fs, ino_off(head) >> KURA_BLOCK_SHIFT);
+}
+
+void orphan_add(struct kura_fs *fs, uint64_t ino)
+{
+	INO_SET(fs, ino, link, fs_state(fs)->orphans);
+	tx_write64(&fs->tx, STATE_OFF(orphans), ino);
+	tx_write64(&fs->tx, STATE_OFF(norphans), fs_state(fs)->norphans + 1);
+}
+
+void orphan_remove(struct kura_fs *fs, uint64_t ino)
+{
+	uint64_t slot = STATE_OFF(orphans);
+	/* The counter is the pool's word: a cycle with a huge count must not
+	 * loop longer than there are inode slots. */
+	uint64_t limit = fs->nblocks << (KURA_BLOCK_SHIFT - INODE_SHIFT);
+	for (uint64_t n = 0, cur = fs_state(fs)->orphans; cur && n <= fs_state(fs)->norphans && n < limit; n++) {
+		const struct kura_inode *ip = ino_get(fs, cur);
+		if (!ip)
+			break;
+		if (cur == ino) {
+			tx_write64(&fs->tx, slot, ip->link);
+			tx_write64(&fs->tx, STATE_OFF(norphans), fs_state(fs)->norphans - 1);
+			return;
+		}
+		slot = INO_FIELD_OFF(cur, link);
+		cur = ip->link;
+	}
 }
 
 void inode_touch(struct kura_fs *fs, uint64_t ino, int which)
@@ -420,6 +448,9 @@ ssize_t inode_write(struct kura_fs *fs, uint64_t ino, const void *buf, size_t le
 		return 0;
 	if (kura_fault == FAULT_SIZE_BEFORE_DATA && off + len > ip->size) /* injected bug (crash tests only) */
 		media_store64(&fs->m, INO_FIELD_OFF(ino, size), off + len), media_persist(&fs->m, INO_FIELD_OFF(ino, size), 8);
+	/* A block some process maps is what its map shows: it is overwritten
+	 * in place (under the log) rather than replaced. */
+	int mapped = inode_mapped(fs, ino);
 	size_t done = 0;
 	while (done < len && !t->err) {
 		uint64_t pos = off + done;
@@ -428,7 +459,7 @@ ssize_t inode_write(struct kura_fs *fs, uint64_t ino, const void *buf, size_t le
 		uint64_t fb = pos >> KURA_BLOCK_SHIFT;
 		uint64_t b = bmap_get(fs, ip, fb);
 		const char *src = (const char *)buf + done;
-		if (b && n < KURA_BLOCK) {
+		if (b && (n < KURA_BLOCK || mapped)) {
 			tx_write(t, block_off(b) + in, src, n);
 		} else {
 			/* New block, or a whole-block overwrite: fill a fresh block
@@ -479,7 +510,7 @@ int inode_truncate(struct kura_fs *fs, uint64_t ino, uint64_t size)
 		/* Keep the invariant: bytes past EOF in a mapped block are zero. */
 		uint64_t block_end = (size + KURA_BLOCK - 1) & ~(uint64_t)(KURA_BLOCK - 1);
 		zero_in_block(fs, ino, size, block_end < old ? block_end : old);
-		bmap_free_range(fs, ino, block_end >> KURA_BLOCK_SHIFT, UINT64_MAX);
+		mapped_release(fs, ino, block_end >> KURA_BLOCK_SHIFT, UINT64_MAX);
 	}
 	if (size != old)
 		INO_SET(fs, ino, size, size);
@@ -494,6 +525,13 @@ static void punch(struct kura_fs *fs, uint64_t ino, uint64_t off, uint64_t end)
 	uint64_t last_full = end >> KURA_BLOCK_SHIFT;
 	if (first_full > last_full) { /* inside one block */
 		zero_in_block(fs, ino, off, end);
+		return;
+	}
+	if (inode_mapped(fs, ino)) { /* a map must see the zeros: they go in place */
+		for (uint64_t pos = off; pos < end && !fs->tx.err; pos = (pos | (KURA_BLOCK - 1)) + 1) {
+			uint64_t stop = (pos | (KURA_BLOCK - 1)) + 1;
+			zero_in_block(fs, ino, pos, stop < end ? stop : end);
+		}
 		return;
 	}
 	zero_in_block(fs, ino, off, first_full << KURA_BLOCK_SHIFT);
@@ -563,6 +601,14 @@ static uint64_t find_block(const struct kura_fs *fs, uint64_t b, unsigned level,
 	}
 	(void)span;
 	return UINT64_MAX;
+}
+
+uint64_t bmap_next_data(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t fb)
+{
+	if (!ip->root || ip->height > MAP_MAX_HEIGHT || fb >= span_of(ip->height))
+		return UINT64_MAX;
+	uint64_t budget = fs->nblocks;
+	return find_block(fs, ip->root, ip->height, 0, fb, 1, &budget);
 }
 
 int64_t inode_seek_data(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t off, int want_data)

@@ -44,6 +44,9 @@ const struct kura_inode *ino_get(const struct kura_fs *fs, uint64_t ino);
 	} while (0)
 
 int inode_alloc(struct kura_fs *fs, mode_t mode, uint64_t *ino);
+/* Unlinked-but-open inodes wait on a list headed in the state block. */
+void orphan_add(struct kura_fs *fs, uint64_t ino);
+void orphan_remove(struct kura_fs *fs, uint64_t ino);
 /* Frees data and slot (nlink must already be 0), and the slot's block if
  * that leaves it empty. */
 void inode_free(struct kura_fs *fs, uint64_t ino);
@@ -64,6 +67,8 @@ uint64_t bmap_get(const struct kura_fs *fs, const struct kura_inode *ip, uint64_
  * which the caller frees or keeps.  Interior nodes are allocated as needed. */
 uint64_t bmap_set(struct kura_fs *fs, uint64_t ino, uint64_t fblock, uint64_t block);
 /* Frees every mapped block in [first, last) and interior nodes left empty. */
+/* The first mapped file block >= fb, UINT64_MAX if none. */
+uint64_t bmap_next_data(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t fb);
 void bmap_free_range(struct kura_fs *fs, uint64_t ino, uint64_t first, uint64_t last);
 
 /* Data. */

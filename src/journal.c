@@ -453,6 +453,12 @@ static void mark_dirty(struct journal *j, uint64_t off, uint64_t len)
 		j->dirty[b / 64] |= 1ull << (b % 64);
 }
 
+void journal_mark_dirty(struct journal *j, uint64_t off, uint64_t len)
+{
+	if (len)
+		mark_dirty(j, off, len);
+}
+
 static void lock_flush(struct journal *j);
 
 /* Runs of consecutive changed lines, each cut at block boundaries. */

@@ -122,6 +122,9 @@ void journal_leave(struct journal *j);
 /* Under the pool mutex: stages t's record (checkpointing first if it does
  * not fit).  0 or -errno; on error nothing is staged. */
 int journal_commit(struct journal *j, const struct jtx *t);
+/* Blocks a writable shared map shows: a checkpoint writes them home
+ * whether or not a record ever carried their stores. */
+void journal_mark_dirty(struct journal *j, uint64_t off, uint64_t len);
 /* After the undo log retired the transaction: the record counts.  Returns
  * the log sequence number that journal_sync must reach for it. */
 uint64_t journal_publish(struct journal *j);

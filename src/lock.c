@@ -10,7 +10,7 @@
 #include "lock.h"
 #include "shm.h"
 
-#define LOCKTAB_MAGIC 0x6b6c62617472756bull
+#define LOCKTAB_MAGIC 0x6b6c62617472756cull /* ...6b: open slots without map counts */
 
 static int init_table(struct locktab *t)
 {
@@ -152,6 +152,11 @@ void lock_mark_consistent(struct lockh *h)
 	pthread_mutex_consistent(&h->t->mutex);
 }
 
+int lock_held_here(const struct lockh *h)
+{
+	return __atomic_load_n(&h->t->mutex.__data.__owner, __ATOMIC_RELAXED) == gettid();
+}
+
 void lock_release(struct lockh *h)
 {
 	pthread_mutex_unlock(&h->t->mutex);
@@ -211,8 +216,37 @@ uint64_t lock_open_dec(struct lockh *h, uint64_t ino)
 			hole = j;
 		}
 	}
-	t->open[hole].ino = 0;
-	t->open[hole].count = 0;
+	memset(&t->open[hole], 0, sizeof t->open[hole]);
 	t->open_used--;
 	return 0;
+}
+
+struct lock_open_slot *lock_slot(struct lockh *h, uint64_t ino)
+{
+	size_t i = find(h->t, ino);
+	return i < LOCK_OPEN_SLOTS && h->t->open[i].ino == ino ? &h->t->open[i] : NULL;
+}
+
+int lock_map_inc(struct lockh *h, uint64_t ino)
+{
+	int err = lock_open_inc(h, ino);
+	if (!err)
+		lock_slot(h, ino)->maps++;
+	return err;
+}
+
+uint64_t lock_map_dec(struct lockh *h, uint64_t ino)
+{
+	struct lock_open_slot *s = lock_slot(h, ino);
+	if (!s || !s->maps)
+		return 0;
+	uint64_t left = --s->maps;
+	lock_open_dec(h, ino);
+	return left;
+}
+
+uint64_t lock_maps(const struct lockh *h, uint64_t ino)
+{
+	size_t i = find(h->t, ino);
+	return i < LOCK_OPEN_SLOTS && h->t->open[i].ino == ino ? h->t->open[i].maps : 0;
 }

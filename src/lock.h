@@ -10,7 +10,10 @@
  *  - a sequence counter, odd while a change is in progress, which lets
  *    readers run without the mutex and retry if a change overlapped them.
  *  - open counts per inode across all processes, so an unlinked file lives
- *    until its last descriptor anywhere is closed.
+ *    until its last descriptor anywhere is closed; a shared map counts as
+ *    an open (the kernel's map holds its file too), and the slot also
+ *    counts the maps alone, which change how the file is written (map.c),
+ *    and names the orphan holding blocks cut off a mapped file.
  *
  * Every mounter holds a shared flock on the table's file.  A mounter that can
  * take it exclusively is alone: it (re)initialises the table, and may run
@@ -29,7 +32,11 @@ struct locktab {
 	pthread_mutex_t mutex;
 	uint64_t seq;
 	uint64_t open_used;
-	struct { uint64_t ino, count; } open[LOCK_OPEN_SLOTS];
+	struct lock_open_slot {
+		uint64_t ino, count;
+		uint64_t maps;                   /* of count, how many are shared maps */
+		uint64_t holder, holder_gen;     /* see map.c; valid only if the inode still has that generation */
+	} open[LOCK_OPEN_SLOTS];
 };
 
 struct lockh {
@@ -61,6 +68,10 @@ void lock_detach(struct lockh *h, int pool_fd);
 int lock_acquire(struct lockh *h);
 void lock_mark_consistent(struct lockh *h);
 void lock_release(struct lockh *h);
+/* Whether the calling thread holds the mutex (a signal handler may have
+ * interrupted it there).  Reads glibc's owner field: robust mutexes keep
+ * the owner's thread id there for the kernel's robust list. */
+int lock_held_here(const struct lockh *h);
 
 /* Seqlock for readers. */
 static inline uint64_t lock_read_begin(const struct lockh *h)
@@ -92,5 +103,12 @@ static inline void lock_write_end(struct lockh *h)
 int lock_open_inc(struct lockh *h, uint64_t ino);
 uint64_t lock_open_dec(struct lockh *h, uint64_t ino);
 uint64_t lock_open_count(const struct lockh *h, uint64_t ino);
+/* The same slot: a map also counts as an open.  map_dec returns the maps
+ * left and drops the open count with it. */
+int lock_map_inc(struct lockh *h, uint64_t ino);
+uint64_t lock_map_dec(struct lockh *h, uint64_t ino);
+uint64_t lock_maps(const struct lockh *h, uint64_t ino);
+/* The slot of a counted inode, NULL if it has none. */
+struct lock_open_slot *lock_slot(struct lockh *h, uint64_t ino);
 
 #endif

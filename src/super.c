@@ -311,33 +311,6 @@ out:
 
 /* ---- orphans ----------------------------------------------------------- */
 
-void orphan_add(struct kura_fs *fs, uint64_t ino)
-{
-	INO_SET(fs, ino, link, fs_state(fs)->orphans);
-	tx_write64(&fs->tx, STATE_OFF(orphans), ino);
-	tx_write64(&fs->tx, STATE_OFF(norphans), fs_state(fs)->norphans + 1);
-}
-
-void orphan_remove(struct kura_fs *fs, uint64_t ino)
-{
-	uint64_t slot = STATE_OFF(orphans);
-	/* The counter is the pool's word: a cycle with a huge count must not
-	 * loop longer than there are inode slots. */
-	uint64_t limit = fs->nblocks << (KURA_BLOCK_SHIFT - INODE_SHIFT);
-	for (uint64_t n = 0, cur = fs_state(fs)->orphans; cur && n <= fs_state(fs)->norphans && n < limit; n++) {
-		const struct kura_inode *ip = ino_get(fs, cur);
-		if (!ip)
-			break;
-		if (cur == ino) {
-			tx_write64(&fs->tx, slot, ip->link);
-			tx_write64(&fs->tx, STATE_OFF(norphans), fs_state(fs)->norphans - 1);
-			return;
-		}
-		slot = INO_FIELD_OFF(cur, link);
-		cur = ip->link;
-	}
-}
-
 int orphan_reclaim(struct kura_fs *fs)
 {
 	int n = 0;

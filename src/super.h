@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 #include "fs.h"
+#include "inode.h" /* orphan_add, orphan_remove */
 
 /* Reads and validates the superblock of the pool open as fd (file size
  * `size`), falling back to the copy.  On failure returns -errno and writes a
@@ -17,9 +18,6 @@ void super_geometry(uint64_t nblocks, struct kura_super *sb);
 /* Records why a mount or mkfs failed (thread-local, see kura_last_error). */
 void set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* Unlinked-but-open inodes wait on a list headed in the state block. */
-void orphan_add(struct kura_fs *fs, uint64_t ino);
-void orphan_remove(struct kura_fs *fs, uint64_t ino);
 /* Frees every orphan: only when no other process has the pool mounted. */
 int orphan_reclaim(struct kura_fs *fs);
 

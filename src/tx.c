@@ -425,6 +425,16 @@ static void note_fresh(struct tx *t, uint64_t off, size_t len, int zero)
 	t->fresh_list[t->nfresh_list++] = (struct jrange){ .off = off, .len = len, .zero = zero };
 }
 
+void tx_note_changed(struct tx *t, uint64_t off, size_t len)
+{
+	if (t->err || !len)
+		return;
+	if (t->j)
+		note_fresh(t, off, len, 0);
+	else
+		media_flush(t->m, off, len);
+}
+
 void tx_copy_fresh(struct tx *t, uint64_t off, const void *src, size_t len)
 {
 	if (!t->err && len) {

@@ -83,6 +83,10 @@ void tx_copy_fresh(struct tx *t, uint64_t off, const void *src, size_t len);
 /* Zeroes [off, off+len) of a fresh block; durable at commit. */
 void tx_zero_fresh(struct tx *t, uint64_t off, size_t len);
 void tx_mark_fresh(struct tx *t, uint64_t block);
+/* [off, off+len) was changed outside any transaction (a shared map's
+ * stores): the commit makes the bytes as they are then durable (the
+ * journal records them; pmem flushes them), without undo. */
+void tx_note_changed(struct tx *t, uint64_t off, size_t len);
 int tx_is_fresh(struct tx *t, uint64_t block);
 void tx_fail(struct tx *t, int err);
 /* Returns 0, or the sticky error after rolling back. */

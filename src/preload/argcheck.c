@@ -100,39 +100,8 @@ int kp_path_arg(const char *path)
 	return -ENAMETOOLONG;
 }
 
-/* ---- the calls that can take pages away ---- */
-
-KP_EXPORT int munmap(void *addr, size_t len)
-{
-	int r = REAL(munmap)(addr, len);
-	forget_pages();
-	return r;
-}
-
-KP_EXPORT int mprotect(void *addr, size_t len, int prot)
-{
-	int r = REAL(mprotect)(addr, len, prot);
-	forget_pages();
-	return r;
-}
-
-KP_EXPORT int pkey_mprotect(void *addr, size_t len, int prot, int pkey)
-{
-	int r = REAL(pkey_mprotect)(addr, len, prot, pkey);
-	forget_pages();
-	return r;
-}
-
-KP_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
-{
-	va_list ap;
-	va_start(ap, flags);
-	void *new_addr = va_arg(ap, void *);
-	va_end(ap);
-	void *r = REAL(mremap)(old, old_len, new_len, flags, new_addr);
-	forget_pages();
-	return r;
-}
+/* ---- the calls that can take pages away (map.c has munmap, mprotect and
+ * mremap, which must also keep its table of kura maps) ---- */
 
 KP_EXPORT int shmdt(const void *addr)
 {
@@ -156,7 +125,7 @@ KP_EXPORT void *sbrk(intptr_t incr)
 	return r;
 }
 
-/* For io.c's mmap: a fixed mapping may replace readable pages. */
+/* For map.c: a fixed mapping, munmap, mprotect, mremap. */
 void kp_map_fixed(void)
 {
 	forget_pages();

@@ -175,6 +175,7 @@ int kp_unsupported(const char *what, int err)
 
 static void fork_prepare(void)
 {
+	kp_map_fork_prepare();
 	pthread_mutex_lock(&mount_lock);
 	pthread_mutex_lock(kp_tab_lock());
 	kp_lock_fork_prepare(); /* before the engine's fd table is frozen: it reads it */
@@ -193,6 +194,7 @@ static void fork_parent(void)
 	kp_lock_fork_parent();
 	pthread_mutex_unlock(kp_tab_lock());
 	pthread_mutex_unlock(&mount_lock);
+	kp_map_fork_done();
 }
 
 static void fork_child(void)
@@ -205,6 +207,7 @@ static void fork_child(void)
 	kp_lock_fork_child();
 	pthread_mutex_unlock(kp_tab_lock());
 	pthread_mutex_unlock(&mount_lock);
+	kp_map_fork_done();
 }
 
 /* The last process of a pool to exit writes it home and leaves nothing
@@ -212,6 +215,7 @@ static void fork_child(void)
  * mount takes over what it left, kura gc removes it). */
 __attribute__((destructor)) static void kp_fini(void)
 {
+	kp_map_exit();
 	for (int i = 0; i < kp_nmounts; i++) {
 		kura_fs *fs = __atomic_load_n(&kp_mounts[i].fs, __ATOMIC_ACQUIRE);
 		if (fs) {

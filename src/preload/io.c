@@ -665,7 +665,13 @@ KP_EXPORT int lockf64(int fd, int cmd, off_t len) { return lockf(fd, cmd, len); 
 KP_EXPORT int ftruncate(int fd, off_t len)
 {
 	struct kp_fd *e = kp_get(fd);
-	return e ? (int)kp_ret(kura_ftruncate(FS(e), e->kfd, len)) : REAL(ftruncate)(fd, len);
+	if (!e)
+		return REAL(ftruncate)(fd, len);
+	int r = kura_ftruncate(FS(e), e->kfd, len);
+	int64_t ino = r == 0 ? kura_fd_ino(FS(e), e->kfd) : -1;
+	if (ino > 0)
+		kp_map_truncated(e->mnt, (uint64_t)ino, (uint64_t)len);
+	return (int)kp_ret(r);
 }
 KP_EXPORT int ftruncate64(int fd, off_t len) { return ftruncate(fd, len); }
 
@@ -688,15 +694,23 @@ KP_EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 }
 KP_EXPORT int posix_fallocate64(int fd, off_t off, off_t len) { return posix_fallocate(fd, off, len); }
 
+/* The file's stores through this process's shared maps first, as the
+ * kernel writes back a file's dirty mapped pages. */
+static int sync_file(struct kp_fd *e)
+{
+	int64_t ino = kura_fd_ino(FS(e), e->kfd);
+	int r = ino > 0 ? kp_map_sync_ino(e->mnt, (uint64_t)ino) : 0;
+	return (int)kp_ret(r ? r : kura_fsync(FS(e), e->kfd));
+}
 KP_EXPORT int fsync(int fd)
 {
 	struct kp_fd *e = kp_get(fd);
-	return e ? (int)kp_ret(kura_fsync(FS(e), e->kfd)) : REAL(fsync)(fd);
+	return e ? sync_file(e) : REAL(fsync)(fd);
 }
 KP_EXPORT int fdatasync(int fd)
 {
 	struct kp_fd *e = kp_get(fd);
-	return e ? (int)kp_ret(kura_fsync(FS(e), e->kfd)) : REAL(fdatasync)(fd);
+	return e ? sync_file(e) : REAL(fdatasync)(fd);
 }
 KP_EXPORT int syncfs(int fd)
 {
@@ -825,59 +839,7 @@ KP_EXPORT int fstatfs64(int fd, struct statfs64 *sf) { return fstatfs(fd, (struc
 
 void kp_to_statfs(const struct statvfs *sv, struct statfs *sf) { to_statfs(sv, sf); }
 
-/* ---- mmap and ioctl ---- */
-
-/* A private mapping is served as a copy: POSIX leaves unspecified whether
- * later changes to the file show through a MAP_PRIVATE mapping, so a
- * snapshot is a faithful one (git and the loader-style readers need this).
- * A shared mapping would need the pool's pages themselves: ENODEV until
- * mmap support lands, never a silently incoherent copy. */
-static void *private_copy(void *addr, size_t len, int prot, int flags, struct kp_fd *e, off_t off)
-{
-	if (off < 0 || (off & 4095)) {
-		errno = EINVAL;
-		return MAP_FAILED;
-	}
-	void *p = REAL(mmap)(addr, len, PROT_READ | PROT_WRITE, (flags & ~MAP_TYPE) | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return p;
-	size_t done = 0;
-	while (done < len) {
-		ssize_t r = kura_pread(FS(e), e->kfd, (char *)p + done, len - done, off + (off_t)done);
-		if (r < 0) {
-			munmap(p, len);
-			errno = (int)-r;
-			return MAP_FAILED;
-		}
-		if (r == 0)
-			break;
-		done += (size_t)r;
-	}
-	if (prot != (PROT_READ | PROT_WRITE) && mprotect(p, len, prot) < 0) {
-		int er = errno;
-		munmap(p, len);
-		errno = er;
-		return MAP_FAILED;
-	}
-	return p;
-}
-
-KP_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
-{
-	struct kp_fd *e = (flags & MAP_ANONYMOUS) ? NULL : kp_get(fd);
-	if (!e || (flags & MAP_TYPE) == MAP_PRIVATE) {
-		void *p = e ? private_copy(addr, len, prot, flags, e, off) : REAL(mmap)(addr, len, prot, flags, fd, off);
-		if (flags & MAP_FIXED)
-			kp_map_fixed(); /* it may have replaced readable pages */
-		return p;
-	}
-	kp_unsupported("mmap MAP_SHARED", ENODEV);
-	return MAP_FAILED;
-}
-KP_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
-{
-	return mmap(addr, len, prot, flags, fd, off);
-}
+/* ---- ioctl (mmap is map.c's) ---- */
 
 KP_EXPORT int ioctl(int fd, unsigned long req, ...)
 {

@@ -107,6 +107,13 @@ int kp_path_arg(const char *path);
 #define KP_PATH_OK(p) (kp_path_arg(p) == 0)
 /* mmap with MAP_FIXED may have replaced readable pages. */
 void kp_map_fixed(void);
+/* map.c: this process's shared maps of kura files. */
+int kp_map_sync_ino(int mnt, uint64_t ino);
+void kp_map_truncated(int mnt, uint64_t ino, uint64_t size);
+void kp_map_fork_prepare(void);
+void kp_map_fork_done(void);
+void kp_map_exec(int failed);
+void kp_map_exit(void);
 
 /* Set errno from a kura result (negative errno) and return -1, or pass the
  * non-negative result through. */

@@ -320,11 +320,9 @@ char **kp_build_env(char *const *envp, int keep_cloexec)
 	else
 		free(b.p);
 	env[k] = NULL;
+	kp_map_exec(0); /* exec drops the maps; kp_exec_failed takes them back */
 	return env;
 }
-
-/* Set once an exec failed with close-on-exec descriptors hidden: see _exit. */
-static int exec_came_back;
 
 /* After a failed exec: the state memfds go back to close-on-exec and the
  * hidden descriptors come back. */
@@ -334,10 +332,9 @@ void kp_exec_failed(char **env)
 	for (int m = 0; m < kp_nmounts; m++)
 		if (kp_mounts[m].fs)
 			REAL(fcntl)(kura_state_fd(kp_mounts[m].fs), F_SETFD, FD_CLOEXEC);
-	if (nhid)
-		__atomic_store_n(&exec_came_back, 1, __ATOMIC_RELAXED);
 	unhide_all();
 	free(env);
+	kp_map_exec(1);
 	errno = er;
 }
 
@@ -348,17 +345,30 @@ static void release_fd(int fd, struct kp_fd *e, void *arg)
 	kp_release(fd);
 }
 
-/* The usual end of a fork child whose exec failed is _exit(127).  Its
- * close-on-exec descriptors, closed before the exec in earlier versions,
- * are open again then; the kernel closes the placeholders at exit, but
- * the engine's references would outlive the process (until the pool is
- * next mounted alone), keeping unlinked files allocated.  So such a
- * process lets go of all of them here.  Only then: the engine's locks are
- * not async-signal-safe, and _exit is called from signal handlers. */
+/* _exit ends a process without the destructors that let go of its kura
+ * descriptors and maps: the kernel closes the placeholders, but the
+ * engine's references (a forked child holds one per description, as the
+ * kernel's child does) would outlive the process until the pool is next
+ * mounted alone, keeping unlinked files allocated.  A forked child that
+ * ends with _exit (after a failed exec, a worker of Python's
+ * multiprocessing) is the usual case.  _exit may be called from a signal
+ * handler that interrupted the layer or the engine, whose locks are not
+ * async-signal-safe: then nothing is released (the thread might wait for
+ * itself).  _exit flushes no stdio buffers, so none can need a descriptor
+ * afterwards. */
 static void exit_release(void)
 {
-	if (__atomic_load_n(&exec_came_back, __ATOMIC_RELAXED))
-		kp_foreach(release_fd, NULL);
+	if (kp_inside)
+		return;
+	for (int i = 0; i < kp_nmounts; i++)
+		if (kp_mounts[i].fs && kura_in_operation(kp_mounts[i].fs))
+			return;
+	kp_map_exit();
+	pthread_mutex_t *tab = kp_tab_lock();
+	if (pthread_mutex_trylock(tab))
+		return;
+	pthread_mutex_unlock(tab);
+	kp_foreach(release_fd, NULL);
 }
 
 KP_EXPORT void _exit(int status)

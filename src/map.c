@@ -1,0 +1,161 @@
+/*
+ * map.c — what the interposition layer needs to map kura files shared
+ * (the API is in kura.h, the rules the rest of the engine keeps for mapped
+ * files in mapped.h).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include "alloc.h"
+#include "inode.h"
+#include "mapped.h"
+#include "ofile.h"
+
+int kura_map_pin(kura_fs *fs, int fd, int prot_write, uint64_t *ino)
+{
+	struct ofile *of = ofile_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	int acc = of->flags & O_ACCMODE;
+	*ino = of->ino;
+	ofile_put(fs, of);
+	if (acc == O_WRONLY || (prot_write && acc != O_RDWR))
+		return -EACCES;
+	int err;
+	if (fs->read_only) {
+		fs_lock_for_read(fs);
+		const struct kura_inode *ip = ino_get(fs, *ino);
+		err = !ip ? -EBADF : !S_ISREG(ip->mode) ? -ENODEV : lock_map_inc(&fs->lk, *ino);
+		fs_unlock_for_read(fs);
+		return err;
+	}
+	if ((err = fs_begin(fs)))
+		return err;
+	const struct kura_inode *ip = ino_get(fs, *ino);
+	err = !ip ? -EBADF : !S_ISREG(ip->mode) ? -ENODEV : lock_map_inc(&fs->lk, *ino);
+	return fs_end(fs, err);
+}
+
+int kura_map_repin(kura_fs *fs, uint64_t ino)
+{
+	fs_lock_for_read(fs);
+	int err = lock_map_inc(&fs->lk, ino);
+	fs_unlock_for_read(fs);
+	return err;
+}
+
+int kura_map_unpin(kura_fs *fs, uint64_t ino)
+{
+	if (fs->read_only || fs_begin(fs)) {
+		fs_lock_for_read(fs);
+		lock_map_dec(&fs->lk, ino);
+		fs_unlock_for_read(fs);
+		return 0;
+	}
+	if (!lock_map_dec(&fs->lk, ino))
+		mapped_unpinned(fs, ino);
+	const struct kura_inode *ip = ino_get(fs, ino);
+	if (ip && !lock_open_count(&fs->lk, ino) && ip->nlink == 0) {
+		orphan_remove(fs, ino);
+		inode_free(fs, ino);
+	}
+	return fs_end(fs, 0);
+}
+
+int kura_in_operation(kura_fs *fs)
+{
+	return lock_held_here(&fs->lk);
+}
+
+int kura_map_fd(kura_fs *fs, int *writable)
+{
+	*writable = !fs->read_only;
+	return fs->m.fd;
+}
+
+static int64_t lookup(kura_fs *fs, uint64_t ino, uint64_t first, uint64_t n, uint64_t *offs)
+{
+	int64_t ret = 0;
+	FS_READ(fs, ret, {
+		const struct kura_inode *ip = ino_get(fs, ino);
+		if (!ip || !S_ISREG(ip->mode)) {
+			ret = -EBADF;
+		} else {
+			uint64_t end = (ip->size + KURA_BLOCK - 1) >> KURA_BLOCK_SHIFT;
+			for (uint64_t i = 0; i < n; i++) {
+				uint64_t b = first + i < end ? bmap_get(fs, ip, first + i) : 0;
+				offs[i] = block_valid(fs, b) ? block_off(b) : 0;
+			}
+			ret = (int64_t)ip->size;
+		}
+	});
+	return ret;
+}
+
+/* Blocks per transaction when filling holes or recording stores: well
+ * inside the smallest undo log and journal. */
+#define MAP_CHUNK 256u
+
+/* Calls each(fs, ino, fb, block) for file blocks [first, first + n) below
+ * the end of the file (block 0 for a hole), MAP_CHUNK blocks to a
+ * transaction.  0 or -errno. */
+static int each_block(kura_fs *fs, uint64_t ino, uint64_t first, uint64_t n, int how,
+		      void (*each)(kura_fs *fs, uint64_t ino, uint64_t fb, uint64_t b, int how))
+{
+	for (uint64_t done = 0; done < n;) {
+		uint64_t part = n - done < MAP_CHUNK ? n - done : MAP_CHUNK;
+		int err = fs_begin(fs);
+		if (err)
+			return err;
+		const struct kura_inode *ip = ino_get(fs, ino);
+		uint64_t end = ip ? (ip->size + KURA_BLOCK - 1) >> KURA_BLOCK_SHIFT : 0;
+		for (uint64_t fb = first + done; fb < first + done + part && fb < end && !fs->tx.err; fb++) {
+			uint64_t b = bmap_get(fs, ip, fb);
+			each(fs, ino, fb, block_valid(fs, b) ? b : 0, how);
+		}
+		if ((err = fs_end(fs, ip ? 0 : -EBADF)) < 0)
+			return err;
+		done += part;
+	}
+	return 0;
+}
+
+static void fill_hole(kura_fs *fs, uint64_t ino, uint64_t fb, uint64_t b, int how)
+{
+	(void)how;
+	if (!b) {
+		if (!(b = alloc_block(fs, 1)))
+			return;
+		bmap_set(fs, ino, fb, b);
+	}
+	/* A checkpoint writes the block home even if no record ever carries
+	 * what the map stores in it. */
+	if (fs->tx.j)
+		journal_mark_dirty(fs->tx.j, block_off(b), KURA_BLOCK);
+}
+
+int64_t kura_map_blocks(kura_fs *fs, uint64_t ino, uint64_t first, uint64_t n, int alloc, uint64_t *offs)
+{
+	int err = alloc && !fs->read_only ? each_block(fs, ino, first, n, 0, fill_hole) : 0;
+	return err ? err : lookup(fs, ino, first, n, offs);
+}
+
+static void note_stores(kura_fs *fs, uint64_t ino, uint64_t fb, uint64_t b, int how)
+{
+	(void)ino;
+	(void)fb;
+	if (!b)
+		return;
+	if (how & KURA_MAP_RECORD)
+		tx_note_changed(&fs->tx, block_off(b), KURA_BLOCK);
+	else if (fs->tx.j)
+		journal_mark_dirty(fs->tx.j, block_off(b), KURA_BLOCK);
+}
+
+int kura_map_sync(kura_fs *fs, uint64_t ino, uint64_t first, uint64_t n, int how)
+{
+	if (fs->read_only)
+		return 0;
+	int err = each_block(fs, ino, first, n, how, note_stores);
+	return err ? err : (how & KURA_MAP_DURABLE) ? fs_sync(fs) : 0;
+}

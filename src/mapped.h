@@ -1,0 +1,34 @@
+/*
+ * mapped.h — the blocks of files that processes map shared.
+ *
+ * A shared map of a kura file shows the file's pool blocks themselves
+ * (map.c), so while any process maps an inode (lock_maps() > 0) two rules
+ * hold, for every process of the pool:
+ *  - its data is changed in place, never by swapping in a fresh block,
+ *    which no map would show (inode_write, punch);
+ *  - no block a map may show is reused.  Blocks cut off the file while it
+ *    is mapped (truncation) leave its block map for a holder: an unnamed
+ *    inode on the orphan list, named in the file's lock-table slot and
+ *    freed with the file's last map (mapped_unpinned).  Being an orphan,
+ *    a holder left by a crash or a killed process is freed by the next
+ *    mount that finds itself alone, as any orphan is.
+ */
+#ifndef KURA_MAPPED_H
+#define KURA_MAPPED_H
+
+#include <stdint.h>
+#include "fs.h"
+
+static inline int inode_mapped(struct kura_fs *fs, uint64_t ino)
+{
+	return lock_maps(&fs->lk, ino) != 0;
+}
+
+/* Frees file blocks [first, last) of ino, or, if it is mapped, gives the
+ * data blocks to its holder and frees only the block-map nodes. */
+void mapped_release(struct kura_fs *fs, uint64_t ino, uint64_t first, uint64_t last);
+/* With the mutex and a transaction, after the last map of ino went
+ * (lock_map_dec returned 0): frees its holder, if it has one. */
+void mapped_unpinned(struct kura_fs *fs, uint64_t ino);
+
+#endif

@@ -1,0 +1,697 @@
+/*
+ * map.c — mmap of kura files, and the calls that change mappings.
+ *
+ * MAP_SHARED shows the pool's pages themselves.  A map is an address range
+ * reserved at mmap time and covered page by page: a page of the file that
+ * has a block gets the pool file (the working copy on a disk pool) mapped
+ * at that block's offset, runs of consecutive blocks as one kernel mapping;
+ * a page past the end of the file gets a zero-length memfd, so touching it
+ * raises SIGBUS as on Linux.  Stores through the map, other processes'
+ * maps and kura's read() and write() therefore all see the same bytes, with
+ * no copy.  The engine keeps its side (src/mapped.h): a mapped file is
+ * written in place and its blocks are never reused while a map exists,
+ * which the pin each map holds tells every process of the pool.
+ *
+ * What the kernel cannot know, this file keeps in a table of maps: the
+ * inode, the file offset and how much of the range is backed.  It decides
+ * what munmap, mremap, mprotect, msync and madvise do to a map, what a
+ * forked child (a pin of its own per map) and an exec (the maps go, so do
+ * their pins) inherit, and it answers a SIGBUS on a page past the end of
+ * the file at mmap time that lies within it now (the file grew, in this
+ * process or another): the page is mapped and the access repeated.
+ *
+ * MAP_PRIVATE is a copy of the file taken at mmap time: POSIX leaves open
+ * whether later changes to the file show through a private map, so a
+ * snapshot is a faithful one.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "kp.h"
+
+#define PAGE 4096u
+#define FS(e) (kp_mounts[(e)->mnt].fs)
+
+struct kp_map {
+	char *addr;
+	size_t len;      /* bytes, whole pages */
+	uint64_t off;    /* file offset of addr */
+	uint64_t ino;
+	int mnt;
+	int prot;
+	int may_write;   /* the description was O_RDWR: mprotect may add PROT_WRITE */
+};
+
+static pthread_mutex_t maps_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct kp_map *maps;
+static size_t nmaps, cap_maps;
+static int eof_fd = -1; /* the zero-length memfd past-EOF pages show */
+
+static int add_map(const struct kp_map *m)
+{
+	if (nmaps == cap_maps) {
+		size_t cap = cap_maps ? cap_maps * 2 : 16;
+		struct kp_map *n = realloc(maps, cap * sizeof *n);
+		if (!n)
+			return -ENOMEM;
+		maps = n;
+		cap_maps = cap;
+	}
+	maps[nmaps++] = *m;
+	return 0;
+}
+
+static struct kp_map *find_map(const void *addr)
+{
+	for (size_t i = 0; i < nmaps; i++)
+		if ((const char *)addr >= maps[i].addr && (const char *)addr < maps[i].addr + maps[i].len)
+			return &maps[i];
+	return NULL;
+}
+
+static int overlaps(const void *addr, size_t len)
+{
+	for (size_t i = 0; i < nmaps; i++)
+		if ((const char *)addr < maps[i].addr + maps[i].len && maps[i].addr < (const char *)addr + len)
+			return 1;
+	return 0;
+}
+
+static int past_eof_fd(void)
+{
+	int fd = __atomic_load_n(&eof_fd, __ATOMIC_ACQUIRE);
+	if (fd >= 0)
+		return fd;
+	fd = (int)kp_syscall(SYS_memfd_create, "kura-past-eof", MFD_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int expected = -1;
+	if (!__atomic_compare_exchange_n(&eof_fd, &expected, fd, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+		close(fd);
+		fd = expected;
+	}
+	return fd;
+}
+
+static void install_bus_handler(void);
+
+/* Covers pages [from, to) of m: pool blocks where the file has them, zeros
+ * for holes a read-only mount cannot fill, SIGBUS past the end of the
+ * file.  0 or -errno. */
+static int cover(struct kp_map *m, size_t from, size_t to, int alloc)
+{
+	kura_fs *fs = kp_fs(m->mnt);
+	if (!fs)
+		return -errno;
+	int writable;
+	int pool_fd = kura_map_fd(fs, &writable);
+	enum { BATCH = 512 };
+	uint64_t offs[BATCH];
+	for (size_t p = from; p < to;) {
+		size_t n = to - p < BATCH ? to - p : BATCH;
+		int64_t size = kura_map_blocks(fs, m->ino, m->off / PAGE + p, n, alloc && writable, offs);
+		if (size < 0)
+			return (int)size;
+		uint64_t end_page = ((uint64_t)size + PAGE - 1) / PAGE;
+		for (size_t i = 0; i < n;) {
+			uint64_t fpage = m->off / PAGE + p + i;
+			size_t run = 1;
+			void *r;
+			char *at = m->addr + (p + i) * PAGE;
+			if (offs[i]) {
+				while (i + run < n && offs[i + run] == offs[i] + run * PAGE)
+					run++;
+				r = REAL(mmap)(at, run * PAGE, m->prot, MAP_SHARED | MAP_FIXED, pool_fd, (off_t)offs[i]);
+			} else if (fpage < end_page) {
+				while (i + run < n && !offs[i + run] && fpage + run < end_page)
+					run++;
+				r = REAL(mmap)(at, run * PAGE, m->prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+			} else {
+				while (i + run < n && !offs[i + run])
+					run++;
+				int fd = past_eof_fd();
+				if (fd < 0)
+					return -errno;
+				install_bus_handler();
+				r = REAL(mmap)(at, run * PAGE, m->prot, MAP_SHARED | MAP_FIXED, fd, 0);
+			}
+			if (r == MAP_FAILED)
+				return -errno;
+			i += run;
+		}
+		p += n;
+	}
+	return 0;
+}
+
+static void *map_shared(void *addr, size_t len, int prot, int flags, struct kp_fd *e, off_t off)
+{
+	if (off < 0 || (off & (PAGE - 1)) || !len || len > (size_t)1 << 46) {
+		errno = len > (size_t)1 << 46 ? ENOMEM : EINVAL;
+		return MAP_FAILED;
+	}
+	kura_fs *fs = kp_fs(e->mnt);
+	if (!fs)
+		return MAP_FAILED;
+	struct kp_map m = { .len = (len + PAGE - 1) & ~(size_t)(PAGE - 1), .off = (uint64_t)off, .mnt = e->mnt,
+			    .prot = prot };
+	int acc = kura_fd_flags(fs, e->kfd) & O_ACCMODE;
+	m.may_write = acc == O_RDWR;
+	int err = kura_map_pin(fs, e->kfd, prot & PROT_WRITE, &m.ino);
+	if (err) {
+		errno = -err;
+		return MAP_FAILED;
+	}
+	int reserve_flags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (flags & (MAP_FIXED | MAP_FIXED_NOREPLACE));
+	m.addr = REAL(mmap)(addr, m.len, PROT_NONE, reserve_flags, -1, 0);
+	if (m.addr == MAP_FAILED) {
+		err = -errno;
+		goto unpin;
+	}
+	kp_map_fixed(); /* a MAP_FIXED map may have replaced readable pages */
+	/* Holes get blocks now, so that a full pool fails the mmap (ENOMEM,
+	 * as Linux) rather than a store later. */
+	err = cover(&m, 0, m.len / PAGE, 1);
+	if (!err) {
+		pthread_mutex_lock(&maps_lock);
+		err = add_map(&m);
+		pthread_mutex_unlock(&maps_lock);
+	}
+	if (!err)
+		return m.addr;
+	REAL(munmap)(m.addr, m.len);
+	if (err == -ENOSPC)
+		err = -ENOMEM;
+unpin:
+	kura_map_unpin(fs, m.ino);
+	errno = -err;
+	return MAP_FAILED;
+}
+
+static void *private_copy(void *addr, size_t len, int prot, int flags, struct kp_fd *e, off_t off)
+{
+	if (off < 0 || (off & (PAGE - 1))) {
+		errno = EINVAL;
+		return MAP_FAILED;
+	}
+	if ((kura_fd_flags(FS(e), e->kfd) & O_ACCMODE) == O_WRONLY) {
+		errno = EACCES;
+		return MAP_FAILED;
+	}
+	void *p = REAL(mmap)(addr, len, PROT_READ | PROT_WRITE, (flags & ~MAP_TYPE) | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return p;
+	size_t done = 0;
+	while (done < len) {
+		ssize_t r = kura_pread(FS(e), e->kfd, (char *)p + done, len - done, off + (off_t)done);
+		if (r < 0) {
+			REAL(munmap)(p, len);
+			errno = (int)-r;
+			return MAP_FAILED;
+		}
+		if (r == 0)
+			break;
+		done += (size_t)r;
+	}
+	if (prot != (PROT_READ | PROT_WRITE) && REAL(mprotect)(p, len, prot) < 0) {
+		int er = errno;
+		REAL(munmap)(p, len);
+		errno = er;
+		return MAP_FAILED;
+	}
+	return p;
+}
+
+KP_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	struct kp_fd *e = (flags & MAP_ANONYMOUS) ? NULL : kp_get(fd);
+	void *p;
+	if (!e)
+		p = REAL(mmap)(addr, len, prot, flags, fd, off);
+	else if ((flags & MAP_TYPE) == MAP_PRIVATE)
+		p = private_copy(addr, len, prot, flags, e, off);
+	else
+		return map_shared(addr, len, prot, flags, e, off);
+	if (flags & MAP_FIXED)
+		kp_map_fixed();
+	return p;
+}
+KP_EXPORT void *mmap64(void *addr, size_t len, int prot, int flags, int fd, off_t off)
+{
+	return mmap(addr, len, prot, flags, fd, off);
+}
+
+/* ---- taking maps apart ---- */
+
+/* With maps_lock: forgets [addr, addr + len) of every map, which the
+ * caller has unmapped or replaced.  Pieces left on both sides of a hole
+ * become two maps with a pin each. */
+static void forget_range(const char *addr, size_t len)
+{
+	const char *end = addr + len;
+	for (size_t i = 0; i < nmaps; i++) {
+		struct kp_map *m = &maps[i];
+		char *mend = m->addr + m->len;
+		if (end <= m->addr || addr >= mend)
+			continue;
+		kura_fs *fs = kp_fs(m->mnt);
+		if (fs && (m->prot & PROT_WRITE)) {
+			/* The stores in the pages going away: written home at the
+			 * next checkpoint even if none was synced. */
+			const char *from = addr > m->addr ? addr : m->addr, *to = end < mend ? end : mend;
+			kura_map_sync(fs, m->ino, (m->off + (uint64_t)(from - m->addr)) / PAGE,
+				      (uint64_t)(to - from) / PAGE, 0);
+		}
+		int keep_left = addr > m->addr, keep_right = end < mend;
+		if (keep_left && keep_right) {
+			struct kp_map right = *m;
+			right.addr = (char *)end;
+			right.len = (size_t)(mend - end);
+			right.off = m->off + (uint64_t)(end - m->addr);
+			m->len = (size_t)(addr - m->addr);
+			if (fs && !kura_map_repin(fs, m->ino) && add_map(&right))
+				kura_map_unpin(fs, right.ino);
+			continue; /* add_map may have moved the array; m is not used again */
+		}
+		if (keep_left) {
+			m->len = (size_t)(addr - m->addr);
+		} else if (keep_right) {
+			m->off += (uint64_t)(end - m->addr);
+			m->len = (size_t)(mend - end);
+			m->addr = (char *)end;
+		} else {
+			if (fs)
+				kura_map_unpin(fs, m->ino);
+			maps[i--] = maps[--nmaps];
+		}
+	}
+}
+
+KP_EXPORT int munmap(void *addr, size_t len)
+{
+	int r = REAL(munmap)(addr, len);
+	if (r == 0 && __atomic_load_n(&nmaps, __ATOMIC_RELAXED)) {
+		size_t plen = (len + PAGE - 1) & ~(size_t)(PAGE - 1);
+		pthread_mutex_lock(&maps_lock);
+		if (overlaps(addr, plen))
+			forget_range(addr, plen);
+		pthread_mutex_unlock(&maps_lock);
+	}
+	kp_map_fixed();
+	return r;
+}
+
+/* Linux refuses PROT_WRITE on a shared map of a file not open for writing;
+ * the pool file behind the map is, so the refusal is made here. */
+static int protect_ok(void *addr, size_t len, int prot)
+{
+	if (!(prot & PROT_WRITE) || !__atomic_load_n(&nmaps, __ATOMIC_RELAXED))
+		return 1;
+	int ok = 1;
+	pthread_mutex_lock(&maps_lock);
+	for (size_t i = 0; i < nmaps; i++)
+		if ((char *)addr < maps[i].addr + maps[i].len && maps[i].addr < (char *)addr + len && !maps[i].may_write)
+			ok = 0;
+	pthread_mutex_unlock(&maps_lock);
+	return ok;
+}
+
+static void note_prot(void *addr, size_t len, int prot)
+{
+	pthread_mutex_lock(&maps_lock);
+	for (size_t i = 0; i < nmaps; i++)
+		if ((char *)addr <= maps[i].addr && maps[i].addr + maps[i].len <= (char *)addr + len)
+			maps[i].prot = prot;
+	pthread_mutex_unlock(&maps_lock);
+}
+
+KP_EXPORT int mprotect(void *addr, size_t len, int prot)
+{
+	if (!protect_ok(addr, len, prot)) {
+		errno = EACCES;
+		return -1;
+	}
+	int r = REAL(mprotect)(addr, len, prot);
+	if (r == 0 && __atomic_load_n(&nmaps, __ATOMIC_RELAXED))
+		note_prot(addr, len, prot);
+	kp_map_fixed();
+	return r;
+}
+
+KP_EXPORT int pkey_mprotect(void *addr, size_t len, int prot, int pkey)
+{
+	if (!protect_ok(addr, len, prot)) {
+		errno = EACCES;
+		return -1;
+	}
+	int r = REAL(pkey_mprotect)(addr, len, prot, pkey);
+	if (r == 0 && __atomic_load_n(&nmaps, __ATOMIC_RELAXED))
+		note_prot(addr, len, prot);
+	kp_map_fixed();
+	return r;
+}
+
+/* A kura map spans several kernel mappings, which the kernel's mremap
+ * refuses to move as one; growing or moving one is done as a new map of
+ * the same file range (no copy: both show the same blocks). */
+static void *remap_kura(struct kp_map *m0, void *old, size_t old_len, size_t new_len, int flags, void *new_addr)
+{
+	struct kp_map m = *m0;
+	size_t plen = (old_len + PAGE - 1) & ~(size_t)(PAGE - 1);
+	size_t nlen = (new_len + PAGE - 1) & ~(size_t)(PAGE - 1);
+	if (((uintptr_t)old & (PAGE - 1)) || !nlen || (char *)old + plen > m.addr + m.len || (flags & MREMAP_DONTUNMAP)) {
+		errno = EINVAL;
+		return MAP_FAILED;
+	}
+	m.off += (uint64_t)((char *)old - m.addr);
+	m.addr = old;
+	m.len = plen;
+	if (!(flags & MREMAP_FIXED) && nlen <= plen) {
+		if (nlen < plen)
+			munmap((char *)old + nlen, plen - nlen);
+		return old;
+	}
+	kura_fs *fs = kp_fs(m.mnt);
+	if (!fs || kura_map_repin(fs, m.ino))
+		return errno = ENOMEM, MAP_FAILED;
+	/* In place first: the pages after the map, if they are free. */
+	struct kp_map n = m;
+	if (!(flags & MREMAP_FIXED)) {
+		void *tail = REAL(mmap)((char *)old + plen, nlen - plen, PROT_NONE,
+					MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+		if (tail != MAP_FAILED) {
+			n.addr = tail;
+			n.len = nlen - plen;
+			n.off = m.off + plen;
+			if (!cover(&n, 0, n.len / PAGE, 1)) {
+				pthread_mutex_lock(&maps_lock);
+				int err = add_map(&n);
+				pthread_mutex_unlock(&maps_lock);
+				if (!err)
+					return old;
+			}
+			REAL(munmap)(tail, nlen - plen);
+		}
+		if (!(flags & MREMAP_MAYMOVE)) {
+			kura_map_unpin(fs, m.ino);
+			errno = ENOMEM;
+			return MAP_FAILED;
+		}
+	}
+	n = m;
+	n.len = nlen;
+	n.addr = REAL(mmap)((flags & MREMAP_FIXED) ? new_addr : NULL, nlen, PROT_NONE,
+			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | ((flags & MREMAP_FIXED) ? MAP_FIXED : 0), -1, 0);
+	int err = n.addr == MAP_FAILED ? -errno : cover(&n, 0, nlen / PAGE, 1);
+	if (!err) {
+		pthread_mutex_lock(&maps_lock);
+		if ((flags & MREMAP_FIXED) && overlaps(n.addr, nlen))
+			forget_range(n.addr, nlen);
+		err = add_map(&n);
+		pthread_mutex_unlock(&maps_lock);
+	}
+	if (err) {
+		if (n.addr != MAP_FAILED)
+			REAL(munmap)(n.addr, nlen);
+		kura_map_unpin(fs, m.ino);
+		errno = err == -ENOSPC ? ENOMEM : -err;
+		return MAP_FAILED;
+	}
+	munmap(old, plen);
+	return n.addr;
+}
+
+KP_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...)
+{
+	va_list ap;
+	va_start(ap, flags);
+	void *new_addr = va_arg(ap, void *);
+	va_end(ap);
+	if (__atomic_load_n(&nmaps, __ATOMIC_RELAXED)) {
+		pthread_mutex_lock(&maps_lock);
+		struct kp_map *m = find_map(old), copy;
+		if (m)
+			copy = *m;
+		pthread_mutex_unlock(&maps_lock);
+		if (m) {
+			void *r = remap_kura(&copy, old, old_len, new_len, flags, new_addr);
+			kp_map_fixed();
+			return r;
+		}
+	}
+	void *r = REAL(mremap)(old, old_len, new_len, flags, new_addr);
+	kp_map_fixed();
+	return r;
+}
+
+/* Applies f to the part of every map inside [addr, addr + len). */
+static int each_part(void *addr, size_t len, int (*f)(kura_fs *fs, const struct kp_map *m, uint64_t first, uint64_t n, int arg),
+		     int arg)
+{
+	int err = 0;
+	pthread_mutex_lock(&maps_lock);
+	for (size_t i = 0; i < nmaps && !err; i++) {
+		struct kp_map *m = &maps[i];
+		char *from = (char *)addr > m->addr ? (char *)addr : m->addr;
+		char *to = (char *)addr + len < m->addr + m->len ? (char *)addr + len : m->addr + m->len;
+		kura_fs *fs = kp_fs(m->mnt);
+		if (from < to && fs)
+			err = f(fs, m, (m->off + (uint64_t)(from - m->addr)) / PAGE,
+				((uint64_t)(to - from) + PAGE - 1) / PAGE, arg);
+	}
+	pthread_mutex_unlock(&maps_lock);
+	return err;
+}
+
+static int sync_part(kura_fs *fs, const struct kp_map *m, uint64_t first, uint64_t n, int how)
+{
+	return (m->prot & PROT_WRITE) || m->may_write ? kura_map_sync(fs, m->ino, first, n, how) : 0;
+}
+
+KP_EXPORT int msync(void *addr, size_t len, int flags)
+{
+	int r = REAL(msync)(addr, len, flags); /* the kernel's checks of flags and range */
+	if (r == 0 && __atomic_load_n(&nmaps, __ATOMIC_RELAXED)) {
+		int how = KURA_MAP_RECORD | ((flags & MS_SYNC) ? KURA_MAP_DURABLE : 0);
+		int err = each_part(addr, len, sync_part, how);
+		if (err) {
+			errno = -err;
+			return -1;
+		}
+	}
+	return r;
+}
+
+KP_EXPORT int madvise(void *addr, size_t len, int advice)
+{
+	/* MADV_REMOVE would punch the pool file itself. */
+	if ((advice == MADV_REMOVE) && __atomic_load_n(&nmaps, __ATOMIC_RELAXED)) {
+		pthread_mutex_lock(&maps_lock);
+		int ours = overlaps(addr, len);
+		pthread_mutex_unlock(&maps_lock);
+		if (ours)
+			return kp_unsupported("madvise MADV_REMOVE of a kura map", EOPNOTSUPP), -1;
+	}
+	return REAL(madvise)(addr, len, advice);
+}
+
+/* fsync and fdatasync of a file make this process's maps of it durable
+ * too: their stores are recorded, and the caller's fsync then waits. */
+int kp_map_sync_ino(int mnt, uint64_t ino)
+{
+	int err = 0;
+	if (!__atomic_load_n(&nmaps, __ATOMIC_RELAXED))
+		return 0;
+	pthread_mutex_lock(&maps_lock);
+	for (size_t i = 0; i < nmaps && !err; i++) {
+		struct kp_map *m = &maps[i];
+		kura_fs *fs = kp_fs(m->mnt);
+		if (m->mnt == mnt && m->ino == ino && fs && (m->prot & PROT_WRITE))
+			err = kura_map_sync(fs, m->ino, m->off / PAGE, m->len / PAGE, KURA_MAP_RECORD);
+	}
+	pthread_mutex_unlock(&maps_lock);
+	return err;
+}
+
+/* After this process truncated a mapped file: its pages past the new end
+ * raise SIGBUS, as on Linux.  (Other processes' maps keep showing the
+ * blocks, which the engine keeps for them: see src/mapped.h.) */
+void kp_map_truncated(int mnt, uint64_t ino, uint64_t size)
+{
+	if (!__atomic_load_n(&nmaps, __ATOMIC_RELAXED))
+		return;
+	pthread_mutex_lock(&maps_lock);
+	for (size_t i = 0; i < nmaps; i++) {
+		struct kp_map *m = &maps[i];
+		uint64_t end_page = (size + PAGE - 1) / PAGE;
+		if (m->mnt != mnt || m->ino != ino || end_page >= (m->off + m->len) / PAGE)
+			continue;
+		size_t from = end_page > m->off / PAGE ? (size_t)(end_page - m->off / PAGE) : 0;
+		cover(m, from, m->len / PAGE, 0);
+	}
+	pthread_mutex_unlock(&maps_lock);
+}
+
+/* ---- SIGBUS: pages that came within the file ---- */
+
+static struct sigaction user_bus; /* the program's SIGBUS disposition */
+static int bus_installed;
+static pthread_mutex_t bus_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* In the handler: maps the page at addr if it is a map's page that lies
+ * within the file now.  maps_lock may be held by the interrupted thread
+ * itself, so it is only tried. */
+static int fault_in(void *addr)
+{
+	int tries = 0, r;
+	while ((r = pthread_mutex_trylock(&maps_lock)) == EBUSY && ++tries < 100000)
+		__builtin_ia32_pause();
+	if (r)
+		return 0;
+	int ok = 0;
+	struct kp_map *m = find_map(addr);
+	if (m) {
+		size_t page = (size_t)((char *)addr - m->addr) / PAGE;
+		size_t upto = page + 64 < m->len / PAGE ? page + 64 : m->len / PAGE;
+		uint64_t off;
+		kura_fs *fs = kp_fs(m->mnt);
+		int64_t size = fs ? kura_map_blocks(fs, m->ino, m->off / PAGE + page, 1, 0, &off) : -1;
+		if (size > 0 && m->off + (uint64_t)page * PAGE < (uint64_t)size) {
+			int er = errno;
+			/* Filling a hole takes the pool mutex, which this thread
+			 * may hold if the fault is the layer's own access. */
+			ok = (off || !kp_inside) && cover(m, page, upto, 1) == 0;
+			errno = er;
+		}
+	}
+	pthread_mutex_unlock(&maps_lock);
+	return ok;
+}
+
+static void on_bus(int sig, siginfo_t *si, void *uc)
+{
+	if (si->si_code == BUS_ADRERR && fault_in(si->si_addr))
+		return;
+	struct sigaction u = user_bus;
+	if ((u.sa_flags & SA_SIGINFO) && u.sa_sigaction) {
+		u.sa_sigaction(sig, si, uc);
+	} else if (u.sa_handler != SIG_DFL && u.sa_handler != SIG_IGN) {
+		u.sa_handler(sig);
+	} else {
+		/* The default: die of SIGBUS when the access repeats. */
+		struct sigaction dfl = { .sa_handler = SIG_DFL };
+		REAL(sigaction)(SIGBUS, &dfl, NULL);
+	}
+}
+
+static void install_bus_handler(void)
+{
+	if (__atomic_load_n(&bus_installed, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&bus_lock);
+	if (!bus_installed) {
+		struct sigaction sa = { .sa_sigaction = on_bus, .sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK };
+		sigemptyset(&sa.sa_mask);
+		REAL(sigaction)(SIGBUS, &sa, &user_bus);
+		__atomic_store_n(&bus_installed, 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&bus_lock);
+}
+
+/* Once the layer handles SIGBUS, the program's handler is kept aside and
+ * called for the faults that are not the layer's. */
+KP_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	if (sig != SIGBUS || !__atomic_load_n(&bus_installed, __ATOMIC_ACQUIRE))
+		return REAL(sigaction)(sig, act, old);
+	pthread_mutex_lock(&bus_lock);
+	if (old)
+		*old = user_bus;
+	if (act)
+		user_bus = *act;
+	pthread_mutex_unlock(&bus_lock);
+	return 0;
+}
+
+KP_EXPORT sighandler_t signal(int sig, sighandler_t handler)
+{
+	struct sigaction act = { .sa_handler = handler, .sa_flags = SA_RESTART }, old;
+	sigemptyset(&act.sa_mask);
+	if (sig != SIGBUS || !__atomic_load_n(&bus_installed, __ATOMIC_ACQUIRE))
+		return REAL(signal)(sig, handler);
+	sigaction(sig, &act, &old);
+	return old.sa_handler;
+}
+
+/* ---- fork and exec ---- */
+
+/* Before fork: a pin per map for the child, taken while the parent's maps
+ * cannot change (maps_lock stays held until after the fork). */
+void kp_map_fork_prepare(void)
+{
+	pthread_mutex_lock(&maps_lock);
+	for (size_t i = 0; i < nmaps; i++) {
+		kura_fs *fs = kp_fs(maps[i].mnt);
+		if (fs)
+			kura_map_repin(fs, maps[i].ino);
+	}
+}
+
+void kp_map_fork_done(void)
+{
+	pthread_mutex_unlock(&maps_lock);
+}
+
+/* exec drops every map; exec_failed takes the pins back. */
+void kp_map_exec(int failed)
+{
+	pthread_mutex_lock(&maps_lock);
+	for (size_t i = 0; i < nmaps; i++) {
+		kura_fs *fs = kp_fs(maps[i].mnt);
+		if (!fs)
+			continue;
+		if (failed) {
+			kura_map_repin(fs, maps[i].ino);
+		} else {
+			if (maps[i].prot & PROT_WRITE)
+				kura_map_sync(fs, maps[i].ino, maps[i].off / PAGE, maps[i].len / PAGE, 0);
+			kura_map_unpin(fs, maps[i].ino);
+		}
+	}
+	pthread_mutex_unlock(&maps_lock);
+}
+
+/* At exit, exit() or _exit(): the maps' pins go (the kernel drops the
+ * maps next), unless this thread is inside the layer or the engine (an
+ * _exit from a signal handler), where taking their locks would wait
+ * forever; then the pins stay until the pool is next mounted alone. */
+void kp_map_exit(void)
+{
+	if (!__atomic_load_n(&nmaps, __ATOMIC_RELAXED) || pthread_mutex_trylock(&maps_lock))
+		return;
+	for (int i = 0; i < kp_nmounts; i++)
+		if (kp_mounts[i].fs && kura_in_operation(kp_mounts[i].fs)) {
+			pthread_mutex_unlock(&maps_lock);
+			return;
+		}
+	for (size_t i = 0; i < nmaps; i++) {
+		kura_fs *fs = kp_fs(maps[i].mnt);
+		if (!fs)
+			continue;
+		if (maps[i].prot & PROT_WRITE)
+			kura_map_sync(fs, maps[i].ino, maps[i].off / PAGE, maps[i].len / PAGE, 0);
+		kura_map_unpin(fs, maps[i].ino);
+	}
+	nmaps = 0;
+	pthread_mutex_unlock(&maps_lock);
+}
