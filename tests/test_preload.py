@@ -293,6 +293,17 @@ def test_lmdb(env):
     bash_as_on_tmpfs(env, "lmdb", LMDB, "3000")
 
 
+DB_BENCH = r"""
+db_bench --db="$B/rdb" --benchmarks=fillseq,overwrite,readrandom,readseq --num=20000 --mmap_read=1 \
+  --compression_type=none --seed=7 --threads=1 2>&1 | grep -E '^readrandom|rror' | sed 's/:.*(/: (/'
+"""
+
+
+@pytest.mark.skipif(not shutil.which("db_bench"), reason="rocksdb-tools is not installed")
+def test_rocksdb_db_bench_with_mmap_reads(env):
+    bash_as_on_tmpfs(env, "dbbench", DB_BENCH, "(20000 of 20000 found)")
+
+
 SHELL = r"""
 set -e
 cd "$B"
