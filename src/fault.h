@@ -20,6 +20,8 @@ enum kura_fault_kind {
 	                           whose payload did not reach the disk still replays */
 	FAULT_CHECKPOINT_EARLY, /* journal: a checkpoint retires the records (new head) before
 	                           the home writes it made are durable */
+	FAULT_MAP_UNRECORDED,   /* kura_map_sync only marks a map's blocks for the checkpoint:
+	                           msync returns with the stores in no journal record */
 	FAULT_COUNT
 };
 

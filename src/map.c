@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include "alloc.h"
+#include "fault.h"
 #include "inode.h"
 #include "mapped.h"
 #include "ofile.h"
@@ -146,7 +147,7 @@ static void note_stores(kura_fs *fs, uint64_t ino, uint64_t fb, uint64_t b, int 
 	(void)fb;
 	if (!b)
 		return;
-	if (how & KURA_MAP_RECORD)
+	if ((how & KURA_MAP_RECORD) && kura_fault != FAULT_MAP_UNRECORDED) /* injected bug: crash tests only */
 		tx_note_changed(&fs->tx, block_off(b), KURA_BLOCK);
 	else if (fs->tx.j)
 		journal_mark_dirty(fs->tx.j, block_off(b), KURA_BLOCK);

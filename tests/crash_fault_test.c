@@ -5,7 +5,7 @@
  * directory entry written in place without undo, a grown size made durable
  * before the data, a journal sync skipped, a journal record whose checksum
  * misses its payload, a checkpoint that reuses the journal before its home
- * writes are durable), under each persistence model and durability mode it
+ * writes are durable, an msync whose map stores no record carries), under each persistence model and durability mode it
  * applies to, run the seq-1 workloads with the bug switched on until the
  * explorer reports a violation.  A check passes when
  * the bug is caught and the same workload is clean with the bug off (so the
@@ -40,6 +40,7 @@ static const char *fault_name[FAULT_COUNT] = {
 	[FAULT_DROP_SYNC] = "a journal sync skipped",
 	[FAULT_RECORD_CRC_HEAD] = "journal record checksum misses its payload",
 	[FAULT_CHECKPOINT_EARLY] = "checkpoint retires records before homes are durable",
+	[FAULT_MAP_UNRECORDED] = "msync leaves a map's stores out of the journal",
 };
 
 enum { PMEM, FILE_OP, FILE_FSYNC, NMODELS };
@@ -53,7 +54,8 @@ static int applies(int fault, int model)
 	case FAULT_DROP_FLUSH: return model == PMEM;
 	case FAULT_DROP_SYNC:
 	case FAULT_RECORD_CRC_HEAD:
-	case FAULT_CHECKPOINT_EARLY: return model != PMEM;
+	case FAULT_CHECKPOINT_EARLY:
+	case FAULT_MAP_UNRECORDED: return model != PMEM;
 	default: return 1;
 	}
 }

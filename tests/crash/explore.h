@@ -782,6 +782,8 @@ static int ex_workload(struct ex *x, const int *ops, int nops)
 	x->wl_viol = 0;
 	x->stop = 0;
 	x->point_no = 0;
+	if (!wk_model_ok(ops, nops, x->cfg.file))
+		return 0;
 	wk_format(ops, nops, x->spec, sizeof x->spec);
 	if (ex_reference(x, ops, nops) || ex_traced(x)) {
 		fprintf(stderr, "harness: cannot run workload %s: %s\n", x->spec, kura_last_error());
@@ -809,7 +811,8 @@ static int ex_workload(struct ex *x, const int *ops, int nops)
 			if (e->off == 'o') {
 				done = (int)e->len;
 				inflight = 0;
-				if (x->ops[done - 1]->kind == K_FSYNC && x->res[done - 1] == 0)
+				if ((x->ops[done - 1]->kind == K_FSYNC || x->ops[done - 1]->kind == K_MAPWRITE) &&
+				    x->res[done - 1] == 0)
 					synced = done;
 				ex_point(x, LO(), done);
 			}

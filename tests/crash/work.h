@@ -16,6 +16,7 @@
 #include <linux/falloc.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include "kura.h"
 #include "crash/util.h"
@@ -24,7 +25,7 @@
 
 enum wk_kind {
 	K_CREAT, K_MKNOD, K_MKDIR, K_RMDIR, K_WRITE, K_PWRITE, K_FTRUNC, K_TRUNC, K_FALLOC, K_LINK, K_UNLINK,
-	K_RENAME, K_SYMLINK, K_FSYNC, K_CHMOD, K_CLOSE, K_OPEN, K_CLOSE_AUTO,
+	K_RENAME, K_SYMLINK, K_FSYNC, K_CHMOD, K_CLOSE, K_OPEN, K_CLOSE_AUTO, K_MAPWRITE,
 };
 
 struct wk_op {
@@ -103,6 +104,11 @@ static const struct wk_op wk_table[] = {
 	{ "chmod:foo:600", K_CHMOD, "foo", 0, 0, 0, 0, 0600 },
 	{ "close:foo", K_CLOSE, 0, 0, 0, 0, 0, 0 },
 	{ "close:foo-append", K_CLOSE, 0, 0, 1, 0, 0, 0 },
+	/* Stores through a shared map of the file's blocks, then msync
+	 * (kura_map_sync, durable), as the interposition layer's map.c does.
+	 * The file model only: see wk_model_ok. */
+	{ "mapwrite:foo:10@100", K_MAPWRITE, 0, 0, 0, 100, 10, 0 },
+	{ "mapwrite:foo:6k@1000", K_MAPWRITE, 0, 0, 0, 1000, 6144, 0 },
 	{ "open:foo:trunc", K_OPEN, "foo", 0, 4, 0, O_RDWR | O_TRUNC, 0 },
 	{ "open:A/bar:creat", K_OPEN, "A/bar", 0, 5, 0, O_RDWR | O_CREAT, 0 },
 	/* With the space setup (wk_setup_space): the last inode of an inode
@@ -216,6 +222,49 @@ static int wk_fd(struct wk_ctx *c, int slot)
 	return c->fd[slot] >= 0 ? c->fd[slot] : 1 << 20; /* a descriptor that is never open: -EBADF */
 }
 
+/* Stores through a map of the pool: pin, map the blocks, store, sync,
+ * unmap, unpin.  Returns 0 or -errno. */
+static long wk_mapwrite(kura_fs *fs, int fd, long off, long len, const char *src)
+{
+	uint64_t ino, offs[4];
+	long first = off / 4096, n = (off + len + 4095) / 4096 - first;
+	if (n > 4)
+		return -EINVAL;
+	long r = kura_map_pin(fs, fd, 1, &ino);
+	if (r)
+		return r;
+	int writable, mfd = kura_map_fd(fs, &writable);
+	int64_t size = kura_map_blocks(fs, ino, (uint64_t)first, (uint64_t)n, 1, offs);
+	if (size < off + len)
+		r = size < 0 ? size : -ENXIO;
+	for (long i = 0; i < n && !r; i++) {
+		char *p = offs[i] ? mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, (off_t)offs[i]) : MAP_FAILED;
+		if (p == MAP_FAILED) {
+			r = -EIO;
+			break;
+		}
+		long from = i == 0 ? off % 4096 : 0, to = i == n - 1 ? (off + len - 1) % 4096 + 1 : 4096;
+		memcpy(p + from, src + (first + i) * 4096 + from - off, (size_t)(to - from));
+		munmap(p, 4096);
+	}
+	if (!r)
+		r = kura_map_sync(fs, ino, (uint64_t)first, (uint64_t)n, KURA_MAP_RECORD | KURA_MAP_DURABLE);
+	kura_map_unpin(fs, ino);
+	return r;
+}
+
+/* On the pmem model a map's stores reach the pool untraced and msync is
+ * not atomic there (as on a DAX file system), so the all-or-nothing
+ * oracle does not apply; on the file model they become durable only as a
+ * journal record, which is atomic. */
+static CRASH_UNUSED int wk_model_ok(const int *ops, int n, int file_model)
+{
+	for (int i = 0; i < n && !file_model; i++)
+		if (wk_table[ops[i]].kind == K_MAPWRITE)
+			return 0;
+	return 1;
+}
+
 /* Runs one entry; returns the call's result (compared between runs). */
 static long wk_run(kura_fs *fs, struct wk_ctx *c, const struct wk_op *op)
 {
@@ -272,6 +321,10 @@ static long wk_run(kura_fs *fs, struct wk_ctx *c, const struct wk_op *op)
 	case K_CLOSE:
 		r = kura_close(fs, wk_fd(c, op->slot));
 		c->fd[op->slot] = -1;
+		break;
+	case K_MAPWRITE:
+		wk_pattern(buf, op->len, c->seq, op->off);
+		r = wk_mapwrite(fs, wk_fd(c, op->slot), op->off, op->len, buf);
 		break;
 	case K_CLOSE_AUTO:
 		for (int s = 0; s < WK_SLOTS; s++)
