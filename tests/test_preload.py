@@ -218,6 +218,38 @@ def test_msync_makes_map_stores_durable_on_a_disk_pool(tmp_path):
         pool.unlink()
 
 
+CHILD_ENDS = r"""
+import os, sys
+b = sys.argv[1]
+free = lambda: os.statvfs(b).f_bfree
+os.close(os.open(b + "/f", os.O_RDWR | os.O_CREAT, 0o644))  # the metadata a file needs stays
+os.unlink(b + "/f")
+for end in ("exit", "_exit"):
+    before = free()
+    fd = os.open(b + "/f", os.O_RDWR | os.O_CREAT, 0o644)
+    os.write(fd, b"z" * (64 * 4096))
+    child = os.fork()
+    if child == 0:  # holds the description it inherited, as the kernel's child does
+        if end == "exit":
+            sys.exit(0)
+        os._exit(0)
+    os.waitpid(child, 0)
+    os.close(fd)
+    os.unlink(b + "/f")
+    print(end, "space back:", free() >= before)
+"""
+
+
+def test_forked_child_lets_go_of_inherited_files(env, tmp_path):
+    """An unlinked file's space comes back once the last process holding
+    it has ended, however a forked child ended."""
+    prog = tmp_path / "ends.py"
+    prog.write_text(CHILD_ENDS)
+    base, e = make_base(env, "kura", "childends")
+    r = subprocess.run(["python3", str(prog), base], env=e, capture_output=True, text=True, timeout=60)
+    assert r.stdout == "exit space back: True\n_exit space back: True\n", r.stdout + r.stderr
+
+
 MAP_SPACE = r"""
 import mmap, os, sys
 b = sys.argv[1]

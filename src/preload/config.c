@@ -212,10 +212,19 @@ static void fork_child(void)
 
 /* The last process of a pool to exit writes it home and leaves nothing
  * behind in /dev/shm (a program that dies by a signal cannot: the next
- * mount takes over what it left, kura gc removes it). */
+ * mount takes over what it left, kura gc removes it).  Every process lets
+ * go of its descriptions first, as the kernel closes a process's files:
+ * a forked child holds a reference on each it inherited, which would
+ * otherwise keep files unlinked since allocated until the pool is next
+ * mounted alone.  glibc flushes stdio buffers after the destructors, so
+ * they are flushed here first, while the descriptors still work; this
+ * destructor runs after the program's and its other libraries' (the
+ * preloaded library is finalised after them), so nothing of theirs can
+ * write to a kura descriptor afterwards. */
 __attribute__((destructor)) static void kp_fini(void)
 {
-	kp_map_exit();
+	fflush(NULL);
+	kp_release_all();
 	for (int i = 0; i < kp_nmounts; i++) {
 		kura_fs *fs = __atomic_load_n(&kp_mounts[i].fs, __ATOMIC_ACQUIRE);
 		if (fs) {

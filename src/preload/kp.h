@@ -114,6 +114,8 @@ void kp_map_fork_prepare(void);
 void kp_map_fork_done(void);
 void kp_map_exec(int failed);
 void kp_map_exit(void);
+/* proc.c: at the end of the process, its descriptors and maps let go. */
+void kp_release_all(void);
 
 /* Set errno from a kura result (negative errno) and return -1, or pass the
  * non-negative result through. */

@@ -363,6 +363,13 @@ static void exit_release(void)
 	for (int i = 0; i < kp_nmounts; i++)
 		if (kp_mounts[i].fs && kura_in_operation(kp_mounts[i].fs))
 			return;
+	kp_release_all();
+}
+
+/* Every descriptor and map of this process lets go of the engine: the end
+ * of the process (see exit_release and config.c's destructor). */
+void kp_release_all(void)
+{
 	kp_map_exit();
 	pthread_mutex_t *tab = kp_tab_lock();
 	if (pthread_mutex_trylock(tab))
