@@ -325,6 +325,22 @@ def test_lmdb(env):
     bash_as_on_tmpfs(env, "lmdb", LMDB, "3000")
 
 
+DEVICES = r"""
+cd "$B"
+mknod null c 1 3 && mknod zero c 1 5 && mknod ro c 1 5 && chmod 444 ro
+echo gone > null; cat null; echo "null: $?"
+head -c 6 zero | od -An -tx1
+stat -c '%F %t:%T %a' null zero
+exec 3<> null && echo via3 >&3 && exec 3>&-
+echo x > ro 2>/dev/null || echo "ro refused"
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod of a device needs root")
+def test_device_nodes_open_their_device(env):
+    bash_as_on_tmpfs(env, "devices", DEVICES, "00 00 00 00 00 00")
+
+
 DB_BENCH = r"""
 db_bench --db="$B/rdb" --benchmarks=fillseq,overwrite,readrandom,readseq --num=20000 --mmap_read=1 \
   --compression_type=none --seed=7 --threads=1 2>&1 | grep -E '^readrandom|rror' | sed 's/:.*(/: (/'

@@ -98,6 +98,12 @@ int kp_open_path(struct kp_path *kp, int flags, mode_t mode)
 		if (pfd != -EOPNOTSUPP)
 			return pfd < 0 ? (int)kp_ret(pfd) : pfd;
 	}
+	/* Nor a device: the kernel's node for it (socket.c). */
+	if (kfd == -EACCES) {
+		int dfd = kp_dev_open(kp->mnt, fs, kp->kdirfd, kp->p, flags);
+		if (dfd >= 0)
+			return dfd;
+	}
 	if (kfd < 0)
 		return (int)kp_ret(kfd);
 	struct stat st;

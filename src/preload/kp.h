@@ -177,6 +177,9 @@ long kp_creds_syscall(long n, long a, long b, long c, long d, long e, long f);
 /* socket.c: the kernel FIFO behind a FIFO node at path (-errno; -EOPNOTSUPP
  * if path is not a FIFO). */
 int kp_fifo_open(kura_fs *fs, int kdirfd, const char *path, int flags);
+/* socket.c: the device a device node at path names, opened (-errno;
+ * -EACCES if path is not a device node or may not be opened). */
+int kp_dev_open(int mnt, kura_fs *fs, int kdirfd, const char *path, int flags);
 void kp_creds_fork_prepare(void);
 void kp_creds_fork_done(void);
 

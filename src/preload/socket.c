@@ -20,6 +20,14 @@
  * the same path makes a new node with a new token.  Connecting needs write
  * permission on the node, as the kernel asks.
  *
+ * Device nodes: opening one opens the device it names, through a node the
+ * kernel already has for it in /dev (so the kernel's permissions on that
+ * node apply too), or, for root, a node made in root's private directory.
+ * Only in a pool owned by root or by the caller: anyone who can write a
+ * pool file can put any device number in it, which must not send another
+ * user's (or root's) program to a device it did not mean to open, the
+ * reason for mounting with nodev.
+ *
  * What differs: only the owner's processes (and root) can connect to a
  * socket or open a FIFO, the directory being private; the kernel's file
  * stays behind in it after the node goes.  getsockname, getpeername, accept and recvfrom give the path
@@ -27,7 +35,10 @@
  * the kernel's path.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <sys/sysmacros.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stddef.h>
@@ -123,6 +134,61 @@ int kp_fifo_open(kura_fs *fs, int kdirfd, const char *path, int flags)
 		return -EACCES;
 	int fd = REAL(open)(fifo, (flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_DIRECTORY | O_PATH)) | O_NOFOLLOW, 0);
 	return fd < 0 ? -errno : fd;
+}
+
+/* A node in /dev (or one level below) of the type and number wanted. */
+static int find_dev_node(mode_t type, dev_t rdev, char *out, size_t cap)
+{
+	static const char *const dirs[] = { "/dev", "/dev/block", "/dev/char", "/dev/pts", "/dev/mapper", "/dev/net" };
+	for (size_t d = 0; d < sizeof dirs / sizeof *dirs; d++) {
+		DIR *dp = opendir(dirs[d]);
+		if (!dp)
+			continue;
+		struct dirent *de;
+		while ((de = readdir(dp))) {
+			struct stat st;
+			if (snprintf(out, cap, "%s/%s", dirs[d], de->d_name) >= (int)cap || lstat(out, &st))
+				continue;
+			if ((st.st_mode & S_IFMT) == type && st.st_rdev == rdev) {
+				closedir(dp);
+				return 0;
+			}
+		}
+		closedir(dp);
+	}
+	return -1;
+}
+
+int kp_dev_open(int mnt, kura_fs *fs, int kdirfd, const char *path, int flags)
+{
+	struct stat st, pool;
+	if (kura_fstatat(fs, kdirfd, path, &st, (flags & O_NOFOLLOW) ? AT_SYMLINK_NOFOLLOW : 0) < 0 ||
+	    (!S_ISCHR(st.st_mode) && !S_ISBLK(st.st_mode)))
+		return -EACCES;
+	int acc = flags & O_ACCMODE;
+	int mask = acc == O_RDONLY ? R_OK : acc == O_WRONLY ? W_OK : R_OK | W_OK;
+	if (kura_faccessat(fs, kdirfd, path, mask, AT_EACCESS) < 0)
+		return -EACCES;
+	uid_t me = geteuid();
+	if (stat(kp_mounts[mnt].pool, &pool) || (pool.st_uid != 0 && pool.st_uid != me))
+		return -EACCES;
+	char node[PATH_MAX];
+	if (find_dev_node(st.st_mode & S_IFMT, st.st_rdev, node, sizeof node)) {
+		if (me != 0 || private_path(0, S_ISCHR(st.st_mode) ? "chr-" : "blk-", minor(st.st_rdev),
+					    major(st.st_rdev), 1, EACCES, node, sizeof node) < 0)
+			return -EACCES;
+		if (mknod(node, (st.st_mode & S_IFMT) | 0600, st.st_rdev) < 0 && errno != EEXIST)
+			return -errno;
+	}
+	int fd = REAL(open)(node, (flags & ~(O_CREAT | O_EXCL | O_DIRECTORY | O_PATH)) | O_NOFOLLOW, 0);
+	if (fd < 0)
+		return -errno;
+	struct stat got;
+	if (fstat(fd, &got) || (got.st_mode & S_IFMT) != (st.st_mode & S_IFMT) || got.st_rdev != st.st_rdev) {
+		close(fd);
+		return -EACCES; /* replaced under us */
+	}
+	return fd;
 }
 
 /* Kernel paths this process bound, and the pool paths they stand for. */

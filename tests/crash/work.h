@@ -49,6 +49,7 @@ static const struct wk_op wk_table[] = {
 	{ "creat:A/C/new", K_CREAT, "A/C/new", 0, 5, 0, 0, 0 },
 	{ "creat:foo-excl", K_CREAT, "foo", 0, 4, 0, 0, 0 },
 	{ "mknod:A/baz", K_MKNOD, "A/baz", 0, 0, 0, 0, 0 },
+	{ "mkfifo:B/fifo", K_MKNOD, "B/fifo", 0, 0, 0, 0, S_IFIFO },
 	{ "mkdir:D", K_MKDIR, "D", 0, 0, 0, 0, 0 },
 	{ "mkdir:A/C/D", K_MKDIR, "A/C/D", 0, 0, 0, 0, 0 },
 	{ "mkdir:B/E", K_MKDIR, "B/E", 0, 0, 0, 0, 0 },
@@ -288,7 +289,7 @@ static long wk_run(kura_fs *fs, struct wk_ctx *c, const struct wk_op *op)
 		}
 		break;
 	}
-	case K_MKNOD: r = kura_mknod(fs, op->a, S_IFREG | 0600, 0); break;
+	case K_MKNOD: r = kura_mknod(fs, op->a, (op->mode ? (mode_t)op->mode : S_IFREG) | 0600, 0); break;
 	case K_MKDIR: r = kura_mkdir(fs, op->a, 0755); break;
 	case K_RMDIR: r = kura_rmdir(fs, op->a); break;
 	case K_WRITE:
