@@ -135,8 +135,9 @@ struct kura_creds {
 #define KURA_CAP_DAC_READ_SEARCH (1ull << 2)
 #define KURA_CAP_FOWNER          (1ull << 3)
 #define KURA_CAP_FSETID          (1ull << 4)
+#define KURA_CAP_SYS_ADMIN       (1ull << 21) /* trusted.* extended attributes */
 #define KURA_CAP_MKNOD           (1ull << 27) /* device nodes */
-#define KURA_CAPS_FS (KURA_CAP_CHOWN | KURA_CAP_DAC_OVERRIDE | KURA_CAP_DAC_READ_SEARCH | KURA_CAP_FOWNER | KURA_CAP_FSETID | KURA_CAP_MKNOD)
+#define KURA_CAPS_FS (KURA_CAP_CHOWN | KURA_CAP_DAC_OVERRIDE | KURA_CAP_DAC_READ_SEARCH | KURA_CAP_FOWNER | KURA_CAP_FSETID | KURA_CAP_MKNOD | KURA_CAP_SYS_ADMIN)
 
 /* The calling thread's credentials for every mount's calls from now on;
  * NULL: each mount's own (below).  *c is not copied: it must stay valid
@@ -302,6 +303,18 @@ int kura_fd_import(kura_fs *fs, long id);
 int kura_fd_setfl(kura_fs *fs, int fd, int flags);
 /* The inode number behind a descriptor. */
 int64_t kura_fd_ino(kura_fs *fs, int fd);
+
+/* ---- extended attributes (xattr.c) -------------------------------------
+ * getxattr(2) and the rest, with Linux's (ext4's) answers: AT_EMPTY_PATH
+ * with "" names dirfd itself, AT_SYMLINK_NOFOLLOW the link (l*xattr).
+ * Namespaces user.*, trusted.* and security.*; system.* (ACLs) is
+ * -EOPNOTSUPP.  All of an inode's attributes fit in one block (-ENOSPC). */
+ssize_t kura_getxattrat(kura_fs *fs, int dirfd, const char *path, const char *name, void *value, size_t size,
+			int flags);
+int kura_setxattrat(kura_fs *fs, int dirfd, const char *path, const char *name, const void *value, size_t size,
+		    int xflags, int flags);
+ssize_t kura_listxattrat(kura_fs *fs, int dirfd, const char *path, char *list, size_t size, int flags);
+int kura_removexattrat(kura_fs *fs, int dirfd, const char *path, const char *name, int flags);
 
 /* ---- shared maps (map.c) ------------------------------------------------
  * A shared map of a kura file shows the file's blocks in the pool itself:

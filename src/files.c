@@ -21,6 +21,7 @@
 #include "creds.h"
 #include "dir.h"
 #include "inode.h"
+#include "xattr.h"
 #include "ofile.h"
 #include "path.h"
 #include "super.h"
@@ -221,7 +222,7 @@ static void uncount(struct kura_fs *fs, uint64_t ino)
 	const struct kura_inode *ip = ino_get(fs, ino);
 	if (!lock_open_dec(&fs->lk, ino) && ip && ip->nlink == 0) {
 		orphan_remove(fs, ino);
-		inode_free(fs, ino);
+		inode_dispose(fs, ino);
 	}
 	fs_end(fs, 0);
 }

@@ -362,6 +362,59 @@ static void check_lists(struct check *c, uint64_t *free_slots)
 	}
 }
 
+/* The hidden directory of attribute holders (xattr.c): a second tree,
+ * whose every entry must name a live inode by number, the holder pointing
+ * back at it.  Entries for inodes since freed are repaired away. */
+static void check_xattrs(struct check *c)
+{
+	struct kura_fs *fs = c->fs;
+	uint64_t xd = fs_state(fs)->xattr_dir;
+	if (!xd)
+		return;
+	const struct kura_inode *dp = ino_get(fs, xd);
+	if (fs->sb->version < 3 || !dp || !S_ISDIR(dp->mode) || dp->parent != xd || c->seen[xd]) {
+		problem(c, "state: attribute directory %llu is not a directory of its own", (unsigned long long)xd);
+		return;
+	}
+	c->seen[xd] = 1;
+	c->links[xd] = 1;
+	visit_inode(c, xd);
+	while (c->nstack)
+		check_dir(c, c->stack[--c->nstack]);
+}
+
+/* After the orphan list is checked: every holder's owner is a live inode. */
+static void check_xattr_owners(struct check *c, int repair)
+{
+	struct kura_fs *fs = c->fs;
+	uint64_t xd = fs_state(fs)->xattr_dir;
+	const struct kura_inode *dp = xd ? ino_get(fs, xd) : NULL;
+	if (!dp || !S_ISDIR(dp->mode) || c->seen[xd] != 1)
+		return;
+	struct dir_entry e;
+	uint64_t cookie = 0;
+	while (dir_next(fs, dp, &cookie, &e) == 1) {
+		char *end;
+		e.name[e.name_len] = 0;
+		uint64_t owner = strtoull(e.name, &end, 16);
+		const struct kura_inode *hp = ino_get(fs, e.ino), *op = ino_get(fs, owner);
+		if (e.name_len == 16 && !*end && hp && S_ISREG(hp->mode) && hp->parent == owner && op && op->mode &&
+		    c->seen[owner] && owner != xd && owner != e.ino)
+			continue;
+		problem(c, "attributes %s (inode %llu): their inode is gone or not theirs", e.name,
+			(unsigned long long)e.ino);
+		if (repair && hp && S_ISREG(hp->mode) && fs_begin(fs) == 0) {
+			int err = dir_remove(fs, xd, e.name, e.name_len);
+			if (!err) {
+				INO_SET(fs, e.ino, nlink, 0);
+				inode_free(fs, e.ino);
+			}
+			if (fs_end(fs, err) == 0)
+				cookie = 0; /* the directory changed under the walk */
+		}
+	}
+}
+
 static int run_check(struct check *c, int repair)
 {
 	struct kura_fs *fs = c->fs;
@@ -381,8 +434,10 @@ static int run_check(struct check *c, int repair)
 		problem(c, "root directory: parent pointer is not itself");
 	while (c->nstack)
 		check_dir(c, c->stack[--c->nstack]);
+	check_xattrs(c);
 	uint64_t free_slots;
 	check_lists(c, &free_slots);
+	check_xattr_owners(c, repair);
 	/* Link counts of non-directories. */
 	for (uint64_t b = fs->first_data_block; b < fs->nblocks; b++) {
 		if (!bit(c->used, b) || !alloc_is_used(fs, b))

@@ -31,7 +31,8 @@
 #define KURA_BLOCK        4096u
 #define KURA_BLOCK_SHIFT  12
 #define KURA_MAGIC        0x4c4f4f5041525559ull /* "YURAPOOL" little-endian-ish tag */
-#define KURA_VERSION      2u  /* 2: free inode slots doubly linked (kura_inode.prev), empty inode blocks freed */
+#define KURA_VERSION      3u  /* 2: free inode slots doubly linked (kura_inode.prev), empty inode blocks freed;
+                                 3: extended attributes (kura_state.xattr_dir, xattr.c) */
 #define KURA_NAME_MAX     255u
 #define KURA_SYMLINK_MAX  4095u
 #define KURA_SYMLOOP_MAX  40
@@ -64,6 +65,7 @@ struct kura_state {
 	uint64_t orphans;         /* first orphan inode (chained through kura_inode.link) */
 	uint64_t nfiles, ndirs, nsymlinks, norphans;
 	uint64_t next_generation;
+	uint64_t xattr_dir;       /* format 3: the hidden directory of attribute holders (xattr.c), 0 until the first */
 };
 
 struct kura_ts {

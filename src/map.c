@@ -9,6 +9,7 @@
 #include "alloc.h"
 #include "fault.h"
 #include "inode.h"
+#include "xattr.h"
 #include "mapped.h"
 #include "ofile.h"
 
@@ -58,7 +59,7 @@ int kura_map_unpin(kura_fs *fs, uint64_t ino)
 	const struct kura_inode *ip = ino_get(fs, ino);
 	if (ip && !lock_open_count(&fs->lk, ino) && ip->nlink == 0) {
 		orphan_remove(fs, ino);
-		inode_free(fs, ino);
+		inode_dispose(fs, ino);
 	}
 	return fs_end(fs, 0);
 }

@@ -14,6 +14,7 @@
 #include "creds.h"
 #include "dir.h"
 #include "inode.h"
+#include "xattr.h"
 #include "ofile.h"
 #include "path.h"
 #include "super.h"
@@ -33,7 +34,7 @@ void drop_link(struct kura_fs *fs, uint64_t ino)
 	if (lock_open_count(&fs->lk, ino))
 		orphan_add(fs, ino);
 	else
-		inode_free(fs, ino);
+		inode_dispose(fs, ino);
 }
 
 static int may_create(struct kura_fs *fs, const struct kura_inode *dip);

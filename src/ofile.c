@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include "api.h"
 #include "inode.h"
+#include "xattr.h"
 #include "kura.h"
 #include "ofile.h"
 #include "super.h"
@@ -162,7 +163,7 @@ static void release(struct kura_fs *fs, uint64_t ino)
 		const struct kura_inode *ip = ino_get(fs, ino);
 		if (!left && ip && ip->nlink == 0) {
 			orphan_remove(fs, ino);
-			inode_free(fs, ino);
+			inode_dispose(fs, ino);
 		}
 		fs_end(fs, 0);
 	}

@@ -14,6 +14,7 @@
 #include "alloc.h"
 #include "crc.h"
 #include "inode.h"
+#include "xattr.h"
 #include "super.h"
 
 static __thread char last_error[512];
@@ -330,7 +331,7 @@ int orphan_reclaim(struct kura_fs *fs)
 		}
 		tx_write64(&fs->tx, STATE_OFF(orphans), ip->link);
 		tx_write64(&fs->tx, STATE_OFF(norphans), fs_state(fs)->norphans - 1);
-		inode_free(fs, ino);
+		inode_dispose(fs, ino);
 		err = fs_end(fs, 0);
 		if (err)
 			return err;
@@ -518,8 +519,11 @@ static int open_copy(struct kura_fs *fs, int *alone, char *why,
 static int upgrade_format(struct kura_fs *fs)
 {
 	uint64_t cursor = 0, prev = 0;
-	int err;
+	int err = 0;
+	/* 2 to 3 adds a state field that format 2 left zero: nothing to do. */
 	do {
+		if (fs->sb->version >= 2)
+			break;
 		if ((err = fs_begin(fs)))
 			return err;
 		err = fs_end(fs, inode_link_back(fs, &cursor, &prev, 1024));

@@ -54,6 +54,25 @@ static int dump_file_hash(kura_fs *fs, const char *path, uint64_t *h)
 	return n < 0 ? (int)n : 0;
 }
 
+/* " x<hash>" of path's extended attributes (names and values), nothing if
+ * it has none. */
+static int dump_xattrs(kura_fs *fs, const char *path, struct sbuf *out)
+{
+	char list[4096], val[4096];
+	ssize_t n = kura_listxattrat(fs, KURA_AT_ROOT, path, list, sizeof list, AT_SYMLINK_NOFOLLOW);
+	if (n <= 0)
+		return (int)(n < 0 ? n : 0);
+	uint64_t h = hash_bytes(0x7861, list, (size_t)n); /* the list is in stored order: it counts too */
+	for (char *nm = list; nm < list + n; nm += strlen(nm) + 1) {
+		ssize_t v = kura_getxattrat(fs, KURA_AT_ROOT, path, nm, val, sizeof val, AT_SYMLINK_NOFOLLOW);
+		if (v < 0)
+			return (int)v;
+		h = hash_bytes(h, val, (size_t)v) ^ (uint64_t)v;
+	}
+	sb_printf(out, " x%016llx", (unsigned long long)h);
+	return 0;
+}
+
 /* Appends one line per name under dir (recursively); returns 0 or -errno. */
 static int dump_dir(kura_fs *fs, const char *dir, struct sbuf *out, struct dump_links *links, int depth)
 {
@@ -86,6 +105,8 @@ static int dump_dir(kura_fs *fs, const char *dir, struct sbuf *out, struct dump_
 		if (err)
 			break;
 		sb_printf(out, "%s %o n%lu", path, (unsigned)st.st_mode, (unsigned long)st.st_nlink);
+		if ((err = dump_xattrs(fs, path, out)))
+			break;
 		if (S_ISREG(st.st_mode)) {
 			uint64_t h = 0;
 			err = dump_file_hash(fs, path, &h);

@@ -72,6 +72,12 @@ struct ex {
 	struct pmodel pm;
 	uint64_t H[MAX_ENTRIES + 1];
 	char *Hdump[MAX_ENTRIES + 1];
+	/* A map's stores reach the disk page by page, as the kernel writes a
+	 * map's dirty pages back (a checkpoint may carry them home before
+	 * msync records them): while mapwrite entry j is in flight, the state
+	 * after j - 1 with any of its pages written is acceptable too. */
+	uint64_t Hmix[MAX_ENTRIES + 1][WK_MIX_MAX];
+	int nmix[MAX_ENTRIES + 1];
 	long res[MAX_ENTRIES];
 	const struct wk_op *ops[MAX_ENTRIES];
 	int nops;
@@ -377,9 +383,13 @@ static int ex_usability(kura_fs *fs, const char *dump, char *why, size_t len)
 
 static int ex_match(struct ex *x, uint64_t h, int lo, int hi)
 {
-	for (int j = lo; j <= hi; j++)
+	for (int j = lo; j <= hi; j++) {
 		if (x->H[j] == h)
 			return 1;
+		for (int k = 0; j > lo && k < x->nmix[j]; k++)
+			if (x->Hmix[j][k] == h)
+				return 1;
+	}
 	return 0;
 }
 
@@ -713,6 +723,9 @@ static int ex_reference(struct ex *x, const int *ops, int nops)
 		for (int k = wk_open_slots(&c); k > 0; k--)
 			x->ops[x->nops++] = &wk_close_auto;
 	for (int j = 0; j <= x->nops; j++) {
+		x->nmix[j] = 0;
+		if (j && x->ops[j - 1]->kind == K_MAPWRITE)
+			x->nmix[j] = wk_mapwrite_mixes(fs, &c, x->ops[j - 1], x->Hmix[j], &x->dbuf);
 		if (j) {
 			x->res[j - 1] = wk_run(fs, &c, x->ops[j - 1]);
 			if (j == user)

@@ -25,7 +25,7 @@
 
 enum wk_kind {
 	K_CREAT, K_MKNOD, K_MKDIR, K_RMDIR, K_WRITE, K_PWRITE, K_FTRUNC, K_TRUNC, K_FALLOC, K_LINK, K_UNLINK,
-	K_RENAME, K_SYMLINK, K_FSYNC, K_CHMOD, K_CLOSE, K_OPEN, K_CLOSE_AUTO, K_MAPWRITE,
+	K_RENAME, K_SYMLINK, K_FSYNC, K_CHMOD, K_CLOSE, K_OPEN, K_CLOSE_AUTO, K_MAPWRITE, K_SETXATTR, K_RMXATTR,
 };
 
 struct wk_op {
@@ -107,9 +107,15 @@ static const struct wk_op wk_table[] = {
 	{ "close:foo-append", K_CLOSE, 0, 0, 1, 0, 0, 0 },
 	/* Stores through a shared map of the file's blocks, then msync
 	 * (kura_map_sync, durable), as the interposition layer's map.c does.
-	 * The file model only: see wk_model_ok. */
+	 * The file model only (wk_model_ok); page by page (wk_mapwrite_mixes). */
 	{ "mapwrite:foo:10@100", K_MAPWRITE, 0, 0, 0, 100, 10, 0 },
 	{ "mapwrite:foo:6k@1000", K_MAPWRITE, 0, 0, 0, 1000, 6144, 0 },
+	/* Extended attributes: the first makes the pool's attribute directory,
+	 * a second on the same file rewrites its blob, a big one moves it. */
+	{ "setxattr:foo:user.a", K_SETXATTR, "foo", "user.a", 0, 0, 10, 0 },
+	{ "setxattr:foo:user.big", K_SETXATTR, "foo", "user.big", 0, 0, 3000, 0 },
+	{ "setxattr:A:trusted.t", K_SETXATTR, "A", "trusted.t", 0, 0, 40, 0 },
+	{ "rmxattr:foo:user.a", K_RMXATTR, "foo", "user.a", 0, 0, 0, 0 },
 	{ "open:foo:trunc", K_OPEN, "foo", 0, 4, 0, O_RDWR | O_TRUNC, 0 },
 	{ "open:A/bar:creat", K_OPEN, "A/bar", 0, 5, 0, O_RDWR | O_CREAT, 0 },
 	/* With the space setup (wk_setup_space): the last inode of an inode
@@ -254,10 +260,38 @@ static long wk_mapwrite(kura_fs *fs, int fd, long off, long len, const char *src
 	return r;
 }
 
-/* On the pmem model a map's stores reach the pool untraced and msync is
- * not atomic there (as on a DAX file system), so the all-or-nothing
- * oracle does not apply; on the file model they become durable only as a
- * journal record, which is atomic. */
+/* The states a crash during mapwrite op may show besides before and
+ * after: each proper, non-empty subset of its pages written (dumped into
+ * hashes, at most WK_MIX_MAX), the pool put back after each.  Returns how
+ * many. */
+#define WK_MIX_MAX 14
+static uint64_t dump_fs(kura_fs *fs, struct sbuf *out);
+static CRASH_UNUSED int wk_mapwrite_mixes(kura_fs *fs, struct wk_ctx *c, const struct wk_op *op, uint64_t *out,
+					  struct sbuf *dbuf)
+{
+	static char want[16384], old[16384];
+	long first = op->off / 4096, n = (op->off + op->len + 4095) / 4096 - first, k = 0;
+	int fd = wk_fd(c, op->slot);
+	if (n > 4 || kura_pread(fs, fd, old, (size_t)op->len, op->off) != op->len)
+		return 0;
+	wk_pattern(want, op->len, c->seq + 1, op->off); /* the bytes wk_run will store */
+	for (long mask = 1; mask < (1L << n) - 1 && k < WK_MIX_MAX; mask++) {
+		for (long p = 0; p < n; p++) {
+			long from = (first + p) * 4096 > op->off ? (first + p) * 4096 : op->off;
+			long to = (first + p + 1) * 4096 < op->off + op->len ? (first + p + 1) * 4096 : op->off + op->len;
+			const char *src = (mask >> p & 1) ? want : old;
+			kura_pwrite(fs, fd, src + (from - op->off), (size_t)(to - from), from);
+		}
+		out[k++] = dump_fs(fs, dbuf);
+		kura_pwrite(fs, fd, old, (size_t)op->len, op->off);
+	}
+	return (int)k;
+}
+
+/* On the pmem model a map's stores reach the pool untraced, so no crash
+ * image the model builds can hold them: workloads with mapwrite entries
+ * are explored on the file model only, where what reaches the disk is the
+ * journal's records and checkpoints. */
 static CRASH_UNUSED int wk_model_ok(const int *ops, int n, int file_model)
 {
 	for (int i = 0; i < n && !file_model; i++)
@@ -323,6 +357,11 @@ static long wk_run(kura_fs *fs, struct wk_ctx *c, const struct wk_op *op)
 		r = kura_close(fs, wk_fd(c, op->slot));
 		c->fd[op->slot] = -1;
 		break;
+	case K_SETXATTR:
+		wk_pattern(buf, op->len, c->seq, 0);
+		r = kura_setxattrat(fs, KURA_AT_ROOT, op->a, op->b, buf, (size_t)op->len, 0, 0);
+		break;
+	case K_RMXATTR: r = kura_removexattrat(fs, KURA_AT_ROOT, op->a, op->b, 0); break;
 	case K_MAPWRITE:
 		wk_pattern(buf, op->len, c->seq, op->off);
 		r = wk_mapwrite(fs, wk_fd(c, op->slot), op->off, op->len, buf);

@@ -1,0 +1,132 @@
+/*
+ * xattr.c — the extended-attribute calls (getxattr(2) and its l-, f- and
+ * list/remove relatives), served by the engine's xattr.c for kura paths
+ * and descriptors, the kernel's otherwise.  The path forms go through
+ * the same resolution as every path call; the f- forms name the
+ * descriptor itself (AT_EMPTY_PATH).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/xattr.h>
+
+#include "kp.h"
+
+/* A name the engine may read: the kernel answers EFAULT for a bad one. */
+static int name_ok(const char *name)
+{
+	int r = kp_path_arg(name);
+	return r == -EFAULT ? r : 0;
+}
+
+#define XATTR_PATH_CALL(path, follow, kernel_call, engine_call)                                     \
+	do {                                                                                          \
+		RESOLVE(AT_FDCWD, path, kp);                                                          \
+		if (kp.where != KP_KURA)                                                              \
+			return KP_KERNEL_CALL(kp, AT_FDCWD, follow, kernel_call);                     \
+		KFS(kp);                                                                              \
+		int flags_ = (follow) ? 0 : AT_SYMLINK_NOFOLLOW;                                      \
+		(void)flags_;                                                                         \
+		return kp_ret(KP_ENGINE(kp, follow, engine_call));                                    \
+	} while (0)
+
+#define FS_OF(e) (kp_mounts[(e)->mnt].fs)
+
+static ssize_t get_at(const char *path, const char *name, void *value, size_t size, int follow)
+{
+	int r = name_ok(name);
+	if (r)
+		return kp_ret(r);
+	XATTR_PATH_CALL(path, follow,
+			follow ? REAL(getxattr)(kp.p, name, value, size) : REAL(lgetxattr)(kp.p, name, value, size),
+			kura_getxattrat(fs, kp.kdirfd, kp.p, name, value, size, flags_));
+}
+KP_EXPORT ssize_t getxattr(const char *path, const char *name, void *value, size_t size)
+{
+	return get_at(path, name, value, size, 1);
+}
+KP_EXPORT ssize_t lgetxattr(const char *path, const char *name, void *value, size_t size)
+{
+	return get_at(path, name, value, size, 0);
+}
+KP_EXPORT ssize_t fgetxattr(int fd, const char *name, void *value, size_t size)
+{
+	struct kp_fd *e = kp_get(fd);
+	if (!e)
+		return REAL(fgetxattr)(fd, name, value, size);
+	int r = name_ok(name);
+	return kp_ret(r ? r : kura_getxattrat(FS_OF(e), e->kfd, "", name, value, size, AT_EMPTY_PATH));
+}
+
+static int set_at(const char *path, const char *name, const void *value, size_t size, int xflags, int follow)
+{
+	int r = name_ok(name);
+	if (r)
+		return (int)kp_ret(r);
+	XATTR_PATH_CALL(path, follow,
+			follow ? REAL(setxattr)(kp.p, name, value, size, xflags)
+			       : REAL(lsetxattr)(kp.p, name, value, size, xflags),
+			kura_setxattrat(fs, kp.kdirfd, kp.p, name, value, size, xflags, flags_));
+}
+KP_EXPORT int setxattr(const char *path, const char *name, const void *value, size_t size, int xflags)
+{
+	return set_at(path, name, value, size, xflags, 1);
+}
+KP_EXPORT int lsetxattr(const char *path, const char *name, const void *value, size_t size, int xflags)
+{
+	return set_at(path, name, value, size, xflags, 0);
+}
+KP_EXPORT int fsetxattr(int fd, const char *name, const void *value, size_t size, int xflags)
+{
+	struct kp_fd *e = kp_get(fd);
+	if (!e)
+		return REAL(fsetxattr)(fd, name, value, size, xflags);
+	int r = name_ok(name);
+	return (int)kp_ret(r ? r : kura_setxattrat(FS_OF(e), e->kfd, "", name, value, size, xflags, AT_EMPTY_PATH));
+}
+
+static ssize_t list_at(const char *path, char *list, size_t size, int follow)
+{
+	XATTR_PATH_CALL(path, follow, follow ? REAL(listxattr)(kp.p, list, size) : REAL(llistxattr)(kp.p, list, size),
+			kura_listxattrat(fs, kp.kdirfd, kp.p, list, size, flags_));
+}
+KP_EXPORT ssize_t listxattr(const char *path, char *list, size_t size)
+{
+	return list_at(path, list, size, 1);
+}
+KP_EXPORT ssize_t llistxattr(const char *path, char *list, size_t size)
+{
+	return list_at(path, list, size, 0);
+}
+KP_EXPORT ssize_t flistxattr(int fd, char *list, size_t size)
+{
+	struct kp_fd *e = kp_get(fd);
+	if (!e)
+		return REAL(flistxattr)(fd, list, size);
+	return kp_ret(kura_listxattrat(FS_OF(e), e->kfd, "", list, size, AT_EMPTY_PATH));
+}
+
+static int remove_at(const char *path, const char *name, int follow)
+{
+	int r = name_ok(name);
+	if (r)
+		return (int)kp_ret(r);
+	XATTR_PATH_CALL(path, follow, follow ? REAL(removexattr)(kp.p, name) : REAL(lremovexattr)(kp.p, name),
+			kura_removexattrat(fs, kp.kdirfd, kp.p, name, flags_));
+}
+KP_EXPORT int removexattr(const char *path, const char *name)
+{
+	return remove_at(path, name, 1);
+}
+KP_EXPORT int lremovexattr(const char *path, const char *name)
+{
+	return remove_at(path, name, 0);
+}
+KP_EXPORT int fremovexattr(int fd, const char *name)
+{
+	struct kp_fd *e = kp_get(fd);
+	if (!e)
+		return REAL(fremovexattr)(fd, name);
+	int r = name_ok(name);
+	return (int)kp_ret(r ? r : kura_removexattrat(FS_OF(e), e->kfd, "", name, AT_EMPTY_PATH));
+}
