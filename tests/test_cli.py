@@ -1176,3 +1176,24 @@ def test_first_superblock_copy_destroyed(populated, scratch):
         assert outcomes["ls"] == 0
         r = ok("ls", f"{populated}:/data")
         assert len(out_text(r).split()) == 10
+
+
+def test_import_export_keep_extended_attributes(pool, scratch):
+    src = scratch / "xsrc"
+    (src / "d").mkdir(parents=True)
+    (src / "d" / "f").write_text("data\n")
+    try:
+        os.setxattr(src / "d" / "f", "user.color", b"blue")
+        os.setxattr(src / "d", "user.kind", b"dir")
+    except OSError:
+        pytest.skip("this file system has no user.* attributes")
+    if os.geteuid() == 0:
+        os.setxattr(src / "d" / "f", "trusted.t", b"t")
+    ok("import", src, f"{pool}:/x")
+    out = scratch / "xout"
+    ok("export", f"{pool}:/x", out)
+    for rel in ("d", "d/f"):
+        a, b = src / rel, out / rel
+        got = {n: os.getxattr(b, n) for n in os.listxattr(b)}
+        want = {n: os.getxattr(a, n) for n in os.listxattr(a)}
+        assert got == want, (rel, got, want)

@@ -68,6 +68,12 @@ int cli_tidy_pool(const char *pool);
 /* Join a directory and a name inside the pool ("/" + "a" -> "/a"). */
 char *cli_join(const char *dir, const char *name);
 
+/* Copies the extended attributes of a host file into a pool file, or the
+ * other way; symlinks themselves at both ends.  What the destination
+ * cannot hold is skipped, as cp -a does; 0 or the first other errno. */
+int cli_xattrs_in(kura_fs *fs, const char *host_path, const char *kpath);
+int cli_xattrs_out(kura_fs *fs, const char *kpath, const char *host_path);
+
 /* ---- formatting ---- */
 
 /* "drwxr-xr-x" into buf (at least 11 bytes). */

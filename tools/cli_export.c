@@ -33,6 +33,13 @@ static void fail(struct exp *c, const char *path, int err)
 		c->fatal = 1;
 }
 
+static void attrs_out(struct exp *c, const char *kpath, const char *hpath)
+{
+	int r = cli_xattrs_out(c->fs, kpath, hpath);
+	if (r)
+		fail(c, hpath, r);
+}
+
 /* A non-directory in the way on the host is replaced, like cp(1) with
  * --remove-destination; a directory in the way is an error. */
 static int make_room(int dfd, const char *name)
@@ -178,6 +185,7 @@ static void export_file(struct exp *c, int dfd, const char *name, const char *hp
 	if (close(fd) < 0)
 		fail(c, hpath, errno);
 	kura_close(c->fs, kfd);
+	attrs_out(c, kpath, hpath);
 	cli_progress_add(1, 0);
 }
 
@@ -232,6 +240,7 @@ static void export_special(struct exp *c, int dfd, const char *name, const char 
 		fail(c, hpath, errno);
 	else if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
 		fail(c, hpath, errno);
+	attrs_out(c, kpath, hpath);
 	cli_progress_add(1, 0);
 }
 
@@ -256,6 +265,7 @@ static void export_symlink(struct exp *c, int dfd, const char *name, const char 
 		fail(c, hpath, errno);
 	else if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
 		fail(c, hpath, errno);
+	attrs_out(c, kpath, hpath);
 	cli_progress_add(1, 0);
 }
 
@@ -381,6 +391,7 @@ static void export_dir(struct exp *c, int dfd, const char *name, const char *hpa
 	if (!c->fatal)
 		set_dir_attrs(c, fd, hpath, st);
 	close(fd);
+	attrs_out(c, kpath, hpath);
 }
 
 static const char *base_name(const char *p)

@@ -50,6 +50,13 @@ static void fail(struct imp *c, const char *path, int err)
 		c->fatal = 1;
 }
 
+static void attrs_in(struct imp *c, const char *spath, const char *kpath)
+{
+	int r = cli_xattrs_in(c->fs, spath, kpath);
+	if (r)
+		fail(c, kpath, r);
+}
+
 static struct timespec *times_of(const struct stat *st, struct timespec ts[2])
 {
 	ts[0] = st->st_atim;
@@ -225,6 +232,7 @@ static void import_file(struct imp *c, int dfd, const char *name, const char *sp
 	if (r < 0)
 		fail(c, kpath, -r);
 	close(fd);
+	attrs_in(c, spath, kpath);
 	cli_progress_add(1, 0);
 }
 
@@ -268,6 +276,7 @@ static void import_symlink(struct imp *c, int dfd, const char *name, const char 
 		fail(c, kpath, -r);
 	else if ((r = kura_utimens(c->fs, kpath, times_of(st, ts), 1)) < 0)
 		fail(c, kpath, -r);
+	attrs_in(c, spath, kpath);
 	cli_progress_add(1, 0);
 }
 
@@ -358,6 +367,7 @@ static void import_special(struct imp *c, const char *spath, const char *kpath, 
 		fail(c, kpath, -r);
 	else if ((r = kura_utimens(c->fs, kpath, times_of(st, ts), 1)) < 0)
 		fail(c, kpath, -r);
+	attrs_in(c, spath, kpath);
 	cli_progress_add(1, 0);
 }
 
@@ -404,6 +414,7 @@ static void import_dir(struct imp *c, int dfd, const char *name, const char *spa
 	r = apply_dir_attrs(c, kpath, st);
 	if (r < 0)
 		fail(c, kpath, -r);
+	attrs_in(c, spath, kpath);
 }
 
 static const char *base_name(const char *p)

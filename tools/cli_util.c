@@ -4,11 +4,13 @@
 #define _GNU_SOURCE
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/xattr.h>
 
 #include "cli.h"
 
@@ -175,4 +177,70 @@ char *cli_join(const char *dir, const char *name)
 		s[dl] = '/';
 	memcpy(s + dl + slash, name, nl + 1);
 	return s;
+}
+
+/* ---- extended attributes ---- */
+
+/* One side of a copy: a host path or a path in a pool (fs != NULL). */
+struct xa_side {
+	kura_fs *fs;
+	const char *path;
+};
+
+static ssize_t xa_list(const struct xa_side *s, char *buf, size_t size)
+{
+	if (s->fs)
+		return kura_listxattrat(s->fs, KURA_AT_ROOT, s->path, buf, size, AT_SYMLINK_NOFOLLOW);
+	ssize_t n = llistxattr(s->path, buf, size);
+	return n < 0 ? -errno : n;
+}
+
+static ssize_t xa_get(const struct xa_side *s, const char *name, void *buf, size_t size)
+{
+	if (s->fs)
+		return kura_getxattrat(s->fs, KURA_AT_ROOT, s->path, name, buf, size, AT_SYMLINK_NOFOLLOW);
+	ssize_t n = lgetxattr(s->path, name, buf, size);
+	return n < 0 ? -errno : n;
+}
+
+static int xa_set(const struct xa_side *s, const char *name, const void *val, size_t size)
+{
+	if (s->fs)
+		return kura_setxattrat(s->fs, KURA_AT_ROOT, s->path, name, val, size, 0, AT_SYMLINK_NOFOLLOW);
+	return lsetxattr(s->path, name, val, size, 0) < 0 ? -errno : 0;
+}
+
+static int xa_copy(const struct xa_side *from, const struct xa_side *to)
+{
+	char list[65536], val[65536];
+	ssize_t n = xa_list(from, list, sizeof list);
+	if (n == -ENOTSUP || n == -EOPNOTSUPP || n == 0)
+		return 0; /* the source keeps none */
+	if (n < 0)
+		return (int)-n;
+	int first = 0;
+	for (char *name = list; name < list + n; name += strlen(name) + 1) {
+		ssize_t v = xa_get(from, name, val, sizeof val);
+		int r = v < 0 ? (int)v : xa_set(to, name, val, (size_t)v);
+		/* What the destination cannot hold (ACLs in a pool, user.* on a
+		 * symlink, trusted.* without the capability) is left behind, as
+		 * cp -a does. */
+		if (r == -ENOTSUP || r == -EOPNOTSUPP || r == -EPERM || r == -ENODATA)
+			continue;
+		if (r < 0 && !first)
+			first = -r;
+	}
+	return first;
+}
+
+int cli_xattrs_in(kura_fs *fs, const char *host_path, const char *kpath)
+{
+	struct xa_side from = { NULL, host_path }, to = { fs, kpath };
+	return xa_copy(&from, &to);
+}
+
+int cli_xattrs_out(kura_fs *fs, const char *kpath, const char *host_path)
+{
+	struct xa_side from = { fs, kpath }, to = { NULL, host_path };
+	return xa_copy(&from, &to);
 }
