@@ -54,8 +54,10 @@ int kura_map_unpin(kura_fs *fs, uint64_t ino)
 		fs_unlock_for_read(fs);
 		return 0;
 	}
-	if (!lock_map_dec(&fs->lk, ino))
+	/* The holder is named in the slot, which the last count takes away. */
+	if (lock_maps(&fs->lk, ino) == 1)
 		mapped_unpinned(fs, ino);
+	lock_map_dec(&fs->lk, ino);
 	const struct kura_inode *ip = ino_get(fs, ino);
 	if (ip && !lock_open_count(&fs->lk, ino) && ip->nlink == 0) {
 		orphan_remove(fs, ino);

@@ -27,8 +27,9 @@ static inline int inode_mapped(struct kura_fs *fs, uint64_t ino)
 /* Frees file blocks [first, last) of ino, or, if it is mapped, gives the
  * data blocks to its holder and frees only the block-map nodes. */
 void mapped_release(struct kura_fs *fs, uint64_t ino, uint64_t first, uint64_t last);
-/* With the mutex and a transaction, after the last map of ino went
- * (lock_map_dec returned 0): frees its holder, if it has one. */
+/* With the mutex and a transaction, as the last map of ino goes (before
+ * lock_map_dec takes the slot that names the holder away): frees its
+ * holder, if it has one. */
 void mapped_unpinned(struct kura_fs *fs, uint64_t ino);
 
 #endif
