@@ -396,6 +396,45 @@ static void old_format_upgraded(const char *pool)
 	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean after using the upgraded pool");
 }
 
+/* A format 2 pool (no attribute directory) is refused by a plain mount,
+ * upgraded to 3 in place, and then takes extended attributes. */
+static void format2_upgraded(const char *pool)
+{
+	CHECK(kura_mkfs(pool, 8u << 20, 1) == 0, "mkfs %s", pool);
+	kura_fs *fs = kura_mount(pool, NULL, NULL);
+	if (!fs)
+		return;
+	CHECK(create(fs, "/kept") == 0, "create /kept");
+	kura_unmount(fs);
+	int fd = open(pool, O_RDWR);
+	struct kura_super sb;
+	if (fd < 0 || pread(fd, &sb, sizeof sb, 0) != sizeof sb)
+		return;
+	sb.version = 2;
+	sb.crc = crc32c(0, &sb, offsetof(struct kura_super, crc));
+	wr(fd, &sb, sizeof sb, 0);
+	wr(fd, &sb, sizeof sb, KURA_BLOCK);
+	close(fd);
+	int err = 0;
+	fs = kura_mount(pool, NULL, &err);
+	CHECK(!fs && err == -EPROTONOSUPPORT && strstr(kura_last_error(), "kura upgrade"),
+	      "a plain mount of format 2 says how to upgrade: %d, %s", err, kura_last_error());
+	struct kura_mount_opts opts = { .upgrade = 1 };
+	fs = kura_mount(pool, &opts, &err);
+	CHECK(fs != NULL, "upgrading mount of format 2: %s", kura_last_error());
+	if (!fs)
+		return;
+	struct kura_info in;
+	kura_info(fs, &in);
+	CHECK(in.format_version == KURA_VERSION, "format version %u after the upgrade", in.format_version);
+	struct stat st;
+	CHECK(kura_stat(fs, "/kept", &st) == 0, "the file is kept");
+	CHECK(kura_setxattrat(fs, KURA_AT_ROOT, "/kept", "user.a", "1", 1, 0, 0) == 0,
+	      "extended attributes after the upgrade");
+	kura_unmount(fs);
+	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean after the upgrade from format 2");
+}
+
 int main(void)
 {
 	char pool[256];
@@ -406,6 +445,7 @@ int main(void)
 	readdir_across_merges(pool);
 	repair_gives_back(pool);
 	old_format_upgraded(pool);
+	format2_upgraded(pool);
 	if (getenv("RECLAIM_KEEP"))
 		return 0;
 	unlink(pool);
