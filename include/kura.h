@@ -129,6 +129,7 @@ struct kura_creds {
 	uint64_t caps, caps_permitted;
 	size_t ngroups;
 	const gid_t *groups; /* supplementary groups; not copied */
+	mode_t umask;        /* taken from new files' modes, unless their directory has a default ACL */
 };
 #define KURA_CAP_CHOWN           (1ull << 0)
 #define KURA_CAP_DAC_OVERRIDE    (1ull << 1)

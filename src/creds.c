@@ -121,10 +121,27 @@ int creds_owner(const struct kura_creds *c, const struct kura_inode *ip)
 	return ip->uid == c->fsuid || creds_capable(c, KURA_CAP_FOWNER);
 }
 
+mode_t creds_umask(const struct kura_fs *fs, const struct kura_inode *dip, mode_t mode)
+{
+	if (S_ISLNK(mode) || (dip->iflags & INODE_DEFACL))
+		return mode;
+	return mode & ~(creds_of(fs)->umask & 0777);
+}
+
 int perm_check(const struct kura_fs *fs, const struct kura_inode *ip, int mask)
 {
 	const struct kura_creds *c = creds_of(fs);
 	unsigned mode = ip->mode, want = (unsigned)mask & 7;
+	/* An ACL decides in place of the mode bits (Linux's check_acl); the
+	 * capabilities below still override its refusal. */
+	if ((ip->iflags & INODE_ACL) && fs->acl_permission) {
+		uint64_t ino = (uint64_t)((const char *)ip - (const char *)media_ptr(&fs->m, 0)) >> INODE_SHIFT;
+		int r = fs->acl_permission(fs, ino, ip, (int)want);
+		if (r == 0)
+			return 0;
+		if (r < 0)
+			goto refused;
+	}
 	/* The owner class decides alone; otherwise the group class applies to
 	 * members, and is looked up only when it would make a difference. */
 	if (ip->uid == c->fsuid)
@@ -133,6 +150,7 @@ int perm_check(const struct kura_fs *fs, const struct kura_inode *ip, int mask)
 		mode >>= 3;
 	if (!(want & ~mode))
 		return 0;
+refused:
 	/* What capabilities override, as generic_permission. */
 	if (S_ISDIR(ip->mode)) {
 		if (!(want & W_OK) && creds_capable(c, KURA_CAP_DAC_READ_SEARCH))

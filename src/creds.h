@@ -25,6 +25,9 @@ int creds_owner(const struct kura_creds *c, const struct kura_inode *ip);
 int creds_protected_hardlinks(void);
 
 /* mask: R_OK|W_OK|X_OK.  0 or -EACCES, as Linux's generic_permission. */
+/* mode less the caller's umask, unless the directory dip has a default
+ * ACL, which then decides (acl.c); symlinks keep 0777. */
+mode_t creds_umask(const struct kura_fs *fs, const struct kura_inode *dip, mode_t mode);
 int perm_check(const struct kura_fs *fs, const struct kura_inode *ip, int mask);
 
 /* For access() without AT_EACCESS: this thread's calls use the real ids

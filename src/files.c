@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "acl.h"
 #include "alloc.h"
 #include "api.h"
 #include "creds.h"
@@ -183,16 +184,18 @@ static int do_tmpfile(struct kura_fs *fs, const struct open_req *rq, uint64_t *o
 		return err;
 	uint64_t ino;
 	gid_t gid;
-	mode_t mode = creds_new_mode(fs, dip, S_IFREG | (rq->mode & 07777), &gid);
+	mode_t mode = creds_new_mode(fs, dip, creds_umask(fs, dip, S_IFREG | (rq->mode & 07777)), &gid);
 	if ((err = inode_alloc(fs, mode, &ino)))
 		return err;
 	if (gid != creds_of(fs)->fsgid)
 		INO_SET(fs, ino, gid, gid); /* as create_at */
+	if ((err = acl_inherit(fs, w.ino, ino, &mode)))
+		return err;
 	/* Born an orphan: a crash before linkat or the last close frees it at
 	 * the next lone mount, like any unlinked-but-open file. */
 	INO_SET(fs, ino, nlink, 0);
 	if (!(rq->flags & O_EXCL))
-		INO_SET(fs, ino, iflags, INODE_LINKABLE);
+		INO_SET(fs, ino, iflags, ino_get(fs, ino)->iflags | INODE_LINKABLE);
 	orphan_add(fs, ino);
 	*out = ino;
 	return fs->tx.err;

@@ -58,6 +58,9 @@ struct kura_fs {
 	uint64_t *pending_free;
 	size_t npending_free, cap_pending_free;
 	int mounted_alone;           /* no other process had the pool mounted */
+	/* acl.c's check, for inodes with INODE_ACL (perm_check is below the
+	 * layer that stores ACLs, so the mount hands it this). */
+	int (*acl_permission)(const struct kura_fs *fs, uint64_t ino, const struct kura_inode *ip, int want);
 	/* descriptors of this mount (ofile.c) */
 	pthread_mutex_t fd_mutex;
 	int32_t *fds;                /* descriptor -> slot of ofiles, -1 = closed */

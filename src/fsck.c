@@ -181,8 +181,10 @@ static void visit_inode(struct check *c, uint64_t ino)
 	set_bit(c->used, ino_off(ino) >> KURA_BLOCK_SHIFT);
 	/* Only an unnamed O_TMPFILE file may be linkable: named, linkat of a
 	 * descriptor would give a second name to a file that never lost one. */
-	if (ip->iflags & ~INODE_LINKABLE)
+	if (ip->iflags & ~(INODE_LINKABLE | INODE_ACL | INODE_DEFACL))
 		problem(c, "inode %llu: unknown flags %#x", (unsigned long long)ino, ip->iflags);
+	else if ((ip->iflags & INODE_DEFACL) && !S_ISDIR(ip->mode))
+		problem(c, "inode %llu: a default ACL on a non-directory", (unsigned long long)ino);
 	else if ((ip->iflags & INODE_LINKABLE) && (!S_ISREG(ip->mode) || c->seen[slot_index(ino)] != 3))
 		problem(c, "inode %llu: linkable (O_TMPFILE) but %s", (unsigned long long)ino,
 			S_ISREG(ip->mode) ? "named in the tree" : "not a regular file");

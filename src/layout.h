@@ -82,6 +82,10 @@ struct kura_ts {
  * linkat(AT_EMPTY_PATH) may still give a name (Linux's I_LINKABLE).  It only
  * ever sits on an orphan (nlink 0), so a crash loses nothing by it. */
 #define INODE_LINKABLE 1u
+/* Format 3: the inode has a POSIX access ACL, or (a directory) a default
+ * ACL, among its extended attributes (acl.c). */
+#define INODE_ACL 2u
+#define INODE_DEFACL 4u
 
 /* mode == 0 marks a free slot. */
 struct kura_inode {

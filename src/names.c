@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "acl.h"
 #include "api.h"
 #include "creds.h"
 #include "dir.h"
@@ -51,12 +52,14 @@ int create_at(struct kura_fs *fs, const struct walk *w, mode_t mode, uint64_t *o
 		return -EMLINK;
 	uint64_t ino;
 	gid_t gid;
-	mode = creds_new_mode(fs, dip, mode, &gid);
+	mode = creds_new_mode(fs, dip, creds_umask(fs, dip, mode), &gid);
 	err = inode_alloc(fs, mode, &ino);
 	if (err)
 		return err;
 	if (gid != creds_of(fs)->fsgid)
 		INO_SET(fs, ino, gid, gid);
+	if (!S_ISLNK(mode) && (err = acl_inherit(fs, w->dir, ino, &mode)))
+		return err;
 	if (S_ISDIR(mode)) {
 		INO_SET(fs, ino, nlink, 2);
 		INO_SET(fs, ino, parent, w->dir);
@@ -624,7 +627,8 @@ static int set_mode(struct kura_fs *fs, uint64_t ino, mode_t mode)
 		mode &= ~(mode_t)S_ISGID; /* silently, as Linux */
 	INO_SET(fs, ino, mode, (ip->mode & S_IFMT) | mode);
 	inode_touch(fs, ino, TOUCH_C);
-	return fs->tx.err;
+	int err = acl_chmod(fs, ino, mode); /* an ACL's classes follow the mode */
+	return err ? err : fs->tx.err;
 }
 
 /* chown, as Linux's chown_common, notify_change and setattr_prepare: the

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "acl.h"
 #include "alloc.h"
 #include "crc.h"
 #include "inode.h"
@@ -193,7 +194,13 @@ int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode)
 			  (unsigned long long)KURA_MIN_POOL_SIZE);
 		return -EINVAL;
 	}
-	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, mode & 07777);
+	/* A new pool gets exactly the mode asked for, not less the umask: it
+	 * says who may use the pool (see README, "Who can use a pool"). */
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode & 07777);
+	if (fd >= 0)
+		fchmod(fd, mode & 07777);
+	else if (errno == EEXIST)
+		fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0) {
 		int e = errno;
 		set_error("%s: cannot create pool: %s", path, strerror(e));
@@ -556,6 +563,7 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 	fs->pool_fd = -1;
 	fs->copy_fd = -1;
 	fs->read_only = opts->read_only;
+	fs->acl_permission = acl_permission;
 	if (opts->host_prefix && (err = kura_set_host_prefix(fs, opts->host_prefix))) {
 		set_error("%s: host prefix '%s': %s", path, opts->host_prefix, strerror(-err));
 		goto fail;

@@ -20,8 +20,8 @@
  * block (E2BIG past 64 KiB, ENOSPC past the block), ENODATA for a missing
  * name, ERANGE for a buffer too small, EEXIST/ENODATA for XATTR_CREATE/
  * XATTR_REPLACE; namespaces user.*, trusted.* (CAP_SYS_ADMIN) and
- * security.*; system.* (POSIX ACLs) is EOPNOTSUPP: kura does not enforce
- * ACLs, so it must not pretend to store them.
+ * security.*, and of system.* the two POSIX ACLs (acl.c enforces them;
+ * any other system.* name is EOPNOTSUPP).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -35,6 +35,7 @@
 #include "inode.h"
 #include "ofile.h"
 #include "path.h"
+#include "acl.h"
 #include "xattr.h"
 
 #define XATTR_USER_PREFIX "user."
@@ -131,10 +132,12 @@ static struct xa_rec *find(uint8_t *buf, const char *name, size_t len, size_t *a
 	return NULL;
 }
 
-enum { NS_USER, NS_TRUSTED, NS_SECURITY };
+enum { NS_USER, NS_TRUSTED, NS_SECURITY, NS_SYSTEM };
 
 static int namespace_of(const char *name)
 {
+	if (!strcmp(name, XATTR_ACL_ACCESS) || !strcmp(name, XATTR_ACL_DEFAULT))
+		return NS_SYSTEM;
 	if (!strncmp(name, XATTR_USER_PREFIX, XATTR_USER_PREFIX_LEN))
 		return NS_USER;
 	if (!strncmp(name, XATTR_TRUSTED_PREFIX, XATTR_TRUSTED_PREFIX_LEN))
@@ -153,8 +156,8 @@ static int may_access(const struct kura_fs *fs, const struct kura_inode *ip, con
 		return ns;
 	if (write && fs->read_only)
 		return -EROFS;
-	if (ns == NS_SECURITY)
-		return 0;
+	if (ns == NS_SECURITY || ns == NS_SYSTEM)
+		return 0; /* ACLs: put_acl's own rules */
 	if (ns == NS_TRUSTED)
 		return creds_capable(c, KURA_CAP_SYS_ADMIN) ? 0 : write ? -EPERM : -ENODATA;
 	if (!S_ISREG(ip->mode) && !S_ISDIR(ip->mode))
@@ -175,7 +178,8 @@ static int check_name(const char *name)
 	int ns = namespace_of(name);
 	if (ns < 0)
 		return ns;
-	static const size_t prefix[] = { XATTR_USER_PREFIX_LEN, XATTR_TRUSTED_PREFIX_LEN, XATTR_SECURITY_PREFIX_LEN };
+	static const size_t prefix[] = { XATTR_USER_PREFIX_LEN, XATTR_TRUSTED_PREFIX_LEN, XATTR_SECURITY_PREFIX_LEN,
+					 0 };
 	return len == prefix[ns] ? -EINVAL : 0; /* "user." alone names nothing */
 }
 
@@ -344,6 +348,79 @@ static int store(struct kura_fs *fs, uint64_t ino, const uint8_t *buf)
 	return inode_truncate(fs, h, hd->used);
 }
 
+/* In a transaction: replaces (value) or removes (value NULL) the record
+ * name of ino's blob, loaded in buf. */
+static int put(struct kura_fs *fs, uint64_t ino, uint8_t *buf, const char *name, const void *value, size_t size,
+	       int xflags)
+{
+	struct xa_head *hd = (void *)buf;
+	const struct kura_inode *ip = ino_get(fs, ino);
+	size_t len = strlen(name), at = 0;
+	struct xa_rec *r = find(buf, name, len, &at);
+	if (!r && (!value || (xflags & XATTR_REPLACE)))
+		return -ENODATA;
+	if (r && value && (xflags & XATTR_CREATE))
+		return -EEXIST;
+	if (r) { /* out with the old record */
+		size_t sz = rec_size(r->name_len, r->value_len);
+		memmove(buf + at, buf + at + sz, hd->used - at - sz);
+		hd->used -= (uint32_t)sz;
+		hd->count--;
+	}
+	if (value) {
+		size_t sz = rec_size(len, size);
+		if (hd->used + sz > XA_MAX_BLOB)
+			return -ENOSPC;
+		struct xa_rec n = { .name_len = (uint16_t)len, .value_len = (uint32_t)size };
+		memset(buf + hd->used, 0, sz);
+		memcpy(buf + hd->used, &n, sizeof n);
+		memcpy(buf + hd->used + sizeof n, name, len);
+		if (size)
+			memcpy(buf + hd->used + sizeof n + len, value, size);
+		hd->used += (uint32_t)sz;
+		hd->count++;
+	}
+	hd->magic = XA_MAGIC;
+	hd->owner_gen = ip->generation;
+	/* The inode says whether it has an ACL, so that a permission check of
+	 * one without costs no lookup. */
+	uint16_t flag = !strcmp(name, XATTR_ACL_ACCESS) ? INODE_ACL : !strcmp(name, XATTR_ACL_DEFAULT) ? INODE_DEFACL : 0;
+	if (flag)
+		INO_SET(fs, ino, iflags, (uint16_t)(value ? ip->iflags | flag : ip->iflags & ~flag));
+	return store(fs, ino, buf);
+}
+
+/* An ACL's own rules before it is stored: a valid value, the owner (or
+ * CAP_FOWNER) setting it, a default ACL only on a directory; an access
+ * ACL the mode can say is not stored but goes into the mode. */
+static int put_acl(struct kura_fs *fs, uint64_t ino, uint8_t *buf, const char *name, const void *value,
+		   size_t size, int xflags)
+{
+	const struct kura_inode *ip = ino_get(fs, ino);
+	const struct kura_creds *c = creds_of(fs);
+	int is_default = !strcmp(name, XATTR_ACL_DEFAULT), minimal = 0, err;
+	mode_t mode = 0;
+	if (!creds_owner(c, ip) && !creds_capable(c, KURA_CAP_FOWNER))
+		return -EPERM;
+	if (is_default && !S_ISDIR(ip->mode))
+		return value ? -EACCES : -ENODATA;
+	if (value && (err = acl_check_value(value, size, is_default, &minimal, &mode)))
+		return err;
+	if (is_default && value && size == 0)
+		value = NULL; /* an empty default ACL removes it */
+	if (!is_default && value) {
+		mode_t m = (ip->mode & ~(mode_t)0777) | (mode & 0777);
+		if ((m & S_ISGID) && !creds_in_group(c, ip->gid) && !creds_capable(c, KURA_CAP_FSETID))
+			m &= ~(mode_t)S_ISGID;
+		INO_SET(fs, ino, mode, m);
+		if (minimal) { /* the mode says it all */
+			err = put(fs, ino, buf, name, NULL, 0, 0);
+			return err == -ENODATA ? 0 : err;
+		}
+	}
+	return put(fs, ino, buf, name, value, size, xflags);
+}
+
 static int change(struct kura_fs *fs, int dirfd, const char *path, int flags, const char *name, const void *value,
 		  size_t size, int xflags, int remove)
 {
@@ -360,42 +437,35 @@ static int change(struct kura_fs *fs, int dirfd, const char *path, int flags, co
 	uint64_t ino;
 	const struct kura_inode *ip;
 	err = blob_of(fs, dirfd, path, flags, name, 1, buf, &ino, &ip);
-	struct xa_head *hd = (void *)buf;
-	size_t len = strlen(name), at = 0;
-	struct xa_rec *r = err ? NULL : find(buf, name, len, &at);
-	if (!err && !r && (remove || (xflags & XATTR_REPLACE)))
-		err = -ENODATA;
-	if (!err && r && !remove && (xflags & XATTR_CREATE))
-		err = -EEXIST;
-	if (!err && r) { /* out with the old record */
-		size_t sz = rec_size(r->name_len, r->value_len);
-		memmove(buf + at, buf + at + sz, hd->used - at - sz);
-		hd->used -= (uint32_t)sz;
-		hd->count--;
-	}
-	if (!err && !remove) {
-		size_t sz = rec_size(len, size);
-		if (hd->used + sz > XA_MAX_BLOB) {
-			err = -ENOSPC;
-		} else {
-			struct xa_rec n = { .name_len = (uint16_t)len, .value_len = (uint32_t)size };
-			memset(buf + hd->used, 0, sz);
-			memcpy(buf + hd->used, &n, sizeof n);
-			memcpy(buf + hd->used + sizeof n, name, len);
-			if (size)
-				memcpy(buf + hd->used + sizeof n + len, value, size);
-			hd->used += (uint32_t)sz;
-			hd->count++;
-		}
-	}
-	if (!err) {
-		hd->magic = XA_MAGIC;
-		hd->owner_gen = ip->generation;
-		err = store(fs, ino, buf);
-	}
+	const void *v = remove ? NULL : value ? value : "";
+	if (!err)
+		err = namespace_of(name) == NS_SYSTEM ? put_acl(fs, ino, buf, name, v, size, xflags)
+						      : put(fs, ino, buf, name, v, size, xflags);
 	if (!err)
 		inode_touch(fs, ino, TOUCH_C);
 	return fs_end(fs, err);
+}
+
+ssize_t xattr_get_raw(const struct kura_fs *fs, uint64_t ino, const char *name, void *value, size_t size)
+{
+	static __thread uint8_t buf[XA_MAX_BLOB];
+	if (load(fs, ino, buf))
+		return -EUCLEAN;
+	size_t at;
+	struct xa_rec *r = find(buf, name, strlen(name), &at);
+	if (!r)
+		return -ENODATA;
+	if (r->value_len > size)
+		return -ERANGE;
+	memcpy(value, (char *)(r + 1) + r->name_len, r->value_len);
+	return (ssize_t)r->value_len;
+}
+
+int xattr_set_raw(struct kura_fs *fs, uint64_t ino, const char *name, const void *value, size_t size)
+{
+	static __thread uint8_t buf[XA_MAX_BLOB];
+	int err = load(fs, ino, buf);
+	return err ? err : put(fs, ino, buf, name, value, size, 0);
 }
 
 int kura_setxattrat(kura_fs *fs, int dirfd, const char *path, const char *name, const void *value, size_t size,

@@ -407,10 +407,10 @@ def test_extended_attributes_as_on_ext4(env, tmp_path):
     r = subprocess.run(["python3", str(prog), base], env=e, capture_output=True, text=True, timeout=60)
     assert ref.returncode == 0 and "get -> b'1'" in ref.stdout, ref.stdout + ref.stderr
     assert (r.returncode, r.stdout) == (0, ref.stdout), r.stderr
-    # ACLs are not enforced, so kura does not store them.
+    # An ACL must be one, as ext4 checks (test_posix_acls_as_on_ext4 has the rest).
     acl = subprocess.run(["python3", "-c", "import os,sys; os.setxattr(sys.argv[1], 'system.posix_acl_access', b'x')",
                           base + "/f"], env=e, capture_output=True, text=True)
-    assert "Operation not supported" in acl.stderr, acl.stderr
+    assert "Invalid argument" in acl.stderr, acl.stderr
 
 
 XATTR_TOOLS = r"""
@@ -433,6 +433,59 @@ def test_extended_attributes_survive_cp_rsync_tar(env):
     if not shutil.which("rsync"):
         pytest.skip("rsync is not installed")
     bash_as_on_tmpfs(env, "xattrtools", XATTR_TOOLS, "t/src/a b'blue'")
+
+
+ACLS = r"""cd "$B"
+umask 022
+echo secret > f; chmod 644 f
+setfacl -m u:nobody:--- f; getfacl -n f | sed '/^# file/d'
+ls -l f | cut -c1-11
+su nobody -s /bin/sh -c "cat $B/f" 2>&1 | sed "s#$B#BASE#"
+setfacl -m u:nobody:r f; su nobody -s /bin/sh -c "cat $B/f" 2>&1 | sed "s#$B#BASE#"
+chmod 600 f; getfacl -n f | sed '/^# file/d'; su nobody -s /bin/sh -c "cat $B/f" 2>&1 | sed "s#$B#BASE#"
+setfacl -b f; getfacl -n f | sed '/^# file/d'; ls -l f | cut -c1-11
+mkdir d; chmod 777 d; setfacl -d -m u:nobody:rwx,g::r-x,o::--- d; getfacl -n d | sed '/^# file/d'
+touch d/new; mkdir d/sub; getfacl -n d/new d/sub | sed '/^# file/d'; ls -ld d/new d/sub | cut -c1-11
+su nobody -s /bin/sh -c "echo hi > $B/d/new && cat $B/d/new" 2>&1 | sed "s#$B#BASE#"
+setfacl -m u:nobody:rw f 2>&1; su nobody -s /bin/sh -c "setfacl -m u:nobody:rwx $B/f" 2>&1 | sed "s#$B#BASE#"
+cp -a f g; getfacl -n g | sed '/^# file/d'
+setfacl -m m::r f; getfacl -n f | sed '/^# file/d'
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setfacl"), reason="needs root and the acl tools")
+def test_posix_acls_as_on_ext4(tmp_path):
+    """setfacl/getfacl, and what the user nobody may then do, as on the
+    disk's file system: a named user denied and allowed, chmod and the
+    mask, default ACLs inherited by files and directories, refusals."""
+    ref = Path(KURA_BUILD or tmp_path) / f"acl-ref-{TAG}"
+    ref.mkdir(mode=0o777)
+    ref.chmod(0o777)
+    pool = Path(f"/dev/shm/kura-acl-{TAG}.pool")
+    try:
+        probe = subprocess.run(["su", "nobody", "-s", "/bin/sh", "-c", f"test -x {ref}"])
+        if probe.returncode != 0:
+            pytest.skip("the user nobody cannot reach the reference directory")
+        e = dict(os.environ)
+        e.pop("LD_PRELOAD", None)
+        want = subprocess.run(["bash", "-c", f"B={ref}\n" + ACLS], env=e, capture_output=True, text=True,
+                              timeout=120)
+        if "Operation not supported" in want.stdout + want.stderr:
+            pytest.skip("the disk's file system has no ACLs")
+        # Others may use the pool, as the user nobody must.
+        subprocess.run([KURA_BIN, "mkfs", str(pool), "--size", "64M", "--mode", "0666"], check=True,
+                       capture_output=True)
+        got = subprocess.run([KURA_BIN, "run", "--pool", str(pool), "--", "bash", "-c",
+                              "mkdir -m 777 /kura/a && B=/kura/a\n" + ACLS], env=e, capture_output=True,
+                             text=True, timeout=120)
+        assert "secret" in want.stdout and "user:65534:---" in want.stdout, want.stdout + want.stderr
+        assert got.stdout + got.stderr == want.stdout + want.stderr
+        f = subprocess.run([KURA_BIN, "fsck", str(pool)], capture_output=True, text=True)
+        assert f.returncode == 0, f.stdout + f.stderr
+    finally:
+        shutil.rmtree(ref, ignore_errors=True)
+        if pool.exists():
+            pool.unlink()
 
 
 DB_BENCH = r"""

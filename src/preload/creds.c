@@ -175,6 +175,8 @@ void kp_creds_refresh(void)
 	if (th.cls[C_GROUPS] != proc.gen[C_GROUPS])
 		set_thread_groups(proc.v.groups, proc.v.ngroups);
 	memcpy(th.cls, proc.gen, sizeof th.cls);
+	/* The engine applies the umask itself: not where a default ACL decides. */
+	th.k.umask = kp_umask();
 	kp_creds_seen = __atomic_load_n(&kp_creds_gen, __ATOMIC_RELAXED);
 	pthread_mutex_unlock(&cr_lock);
 	kura_set_thread_creds(&th.k);

@@ -43,6 +43,7 @@ KP_EXPORT mode_t umask(mode_t m)
 	mode_t old = REAL(umask)(m);
 	umask_cache = m & 0777;
 	umask_known = 1;
+	__atomic_add_fetch(&kp_creds_gen, 1, __ATOMIC_RELEASE); /* the engine's copy, in the creds */
 	return old;
 }
 
@@ -81,8 +82,6 @@ int kp_open_path(struct kp_path *kp, int flags, mode_t mode)
 	int tmpfile = (flags & O_TMPFILE) == O_TMPFILE;
 	if (flags & O_PATH) /* kura has no path-only opens: a read-only open serves the uses we see */
 		flags = (flags & ~(O_PATH | O_ACCMODE)) | O_RDONLY;
-	if ((flags & O_CREAT) || tmpfile)
-		mode &= ~cur_umask();
 	int acc = flags & O_ACCMODE;
 	if (!tmpfile && (acc != O_RDONLY || (flags & O_TRUNC)) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL)) {
 		int busy = kp_exec_check_write(kp->mnt, kp->kdirfd, kp->p, open_follows(flags), acc);

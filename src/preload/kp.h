@@ -168,6 +168,8 @@ void kp_creds_init(void);
 extern unsigned kp_creds_gen;
 extern __thread unsigned kp_creds_seen;
 void kp_creds_refresh(void);
+/* io.c: the process's umask, cached. */
+mode_t kp_umask(void);
 static inline void kp_creds_sync(void)
 {
 	if (__builtin_expect(kp_creds_seen != __atomic_load_n(&kp_creds_gen, __ATOMIC_ACQUIRE), 0))

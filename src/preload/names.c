@@ -27,7 +27,6 @@
 
 #include "kp.h"
 
-mode_t kp_umask(void);
 int kp_statvfs_mnt(int m, struct statvfs *sv);
 void kp_to_statfs(const struct statvfs *sv, struct statfs *sf);
 
@@ -158,7 +157,7 @@ KP_EXPORT int mkdirat(int dirfd, const char *path, mode_t mode)
 	if (kp.where != KP_KURA)
 		return (int)KP_KERNEL_CALL(kp, dirfd, KP_NAME, REAL(mkdirat)(KDIR(kp, dirfd), kp.p, mode));
 	KFS(kp);
-	return (int)kp_ret(KP_ENGINE(kp, KP_NAME, kura_mkdirat(fs, kp.kdirfd, kp.p, mode & ~kp_umask())));
+	return (int)kp_ret(KP_ENGINE(kp, KP_NAME, kura_mkdirat(fs, kp.kdirfd, kp.p, mode)));
 }
 KP_EXPORT int mkdir(const char *p, mode_t mode)
 {
@@ -214,7 +213,7 @@ KP_EXPORT int mknodat(int dirfd, const char *path, mode_t mode, dev_t dev)
 	if (S_ISFIFO(mode) && getrandom(&dev, sizeof dev, 0) != sizeof dev)
 		return -1;
 	return (int)kp_ret(
-		KP_ENGINE(kp, KP_NAME, kura_mknodat(fs, kp.kdirfd, kp.p, (mode & S_IFMT) | (mode & 07777 & ~kp_umask()), dev)));
+		KP_ENGINE(kp, KP_NAME, kura_mknodat(fs, kp.kdirfd, kp.p, mode, dev)));
 }
 KP_EXPORT int mknod(const char *p, mode_t m, dev_t d) { return mknodat(AT_FDCWD, p, m, d); }
 KP_EXPORT int __xmknod(int v, const char *p, mode_t m, dev_t *d) { (void)v; return mknodat(AT_FDCWD, p, m, *d); }

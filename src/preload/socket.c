@@ -53,7 +53,6 @@
 
 #include "kp.h"
 
-mode_t kp_umask(void);
 
 #define SUN_OFF offsetof(struct sockaddr_un, sun_path)
 
@@ -254,7 +253,7 @@ KP_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 	if (getrandom(&token, sizeof token, 0) != sizeof token)
 		return -1;
 	token |= 1; /* never 0, the token of a node made by mknod */
-	long r = KP_ENGINE(kp, 0, kura_mknodat(fs, kp.kdirfd, kp.p, S_IFSOCK | (0777 & ~kp_umask()), (dev_t)token));
+	long r = KP_ENGINE(kp, 0, kura_mknodat(fs, kp.kdirfd, kp.p, S_IFSOCK | 0777, (dev_t)token));
 	if (r == -EEXIST) {
 		errno = EADDRINUSE;
 		return -1;

@@ -25,7 +25,7 @@
 
 enum wk_kind {
 	K_CREAT, K_MKNOD, K_MKDIR, K_RMDIR, K_WRITE, K_PWRITE, K_FTRUNC, K_TRUNC, K_FALLOC, K_LINK, K_UNLINK,
-	K_RENAME, K_SYMLINK, K_FSYNC, K_CHMOD, K_CLOSE, K_OPEN, K_CLOSE_AUTO, K_MAPWRITE, K_SETXATTR, K_RMXATTR,
+	K_RENAME, K_SYMLINK, K_FSYNC, K_CHMOD, K_CLOSE, K_OPEN, K_CLOSE_AUTO, K_MAPWRITE, K_SETXATTR, K_RMXATTR, K_SETACL,
 };
 
 struct wk_op {
@@ -116,6 +116,10 @@ static const struct wk_op wk_table[] = {
 	{ "setxattr:foo:user.big", K_SETXATTR, "foo", "user.big", 0, 0, 3000, 0 },
 	{ "setxattr:A:trusted.t", K_SETXATTR, "A", "trusted.t", 0, 0, 40, 0 },
 	{ "rmxattr:foo:user.a", K_RMXATTR, "foo", "user.a", 0, 0, 0, 0 },
+	/* An ACL: stored with the mode changed in one transaction; a default
+	 * ACL, then a file created under it inherits it. */
+	{ "setacl:foo", K_SETACL, "foo", "system.posix_acl_access", 0, 0, 0, 0 },
+	{ "setacl:A-default", K_SETACL, "A", "system.posix_acl_default", 0, 0, 0, 0 },
 	{ "open:foo:trunc", K_OPEN, "foo", 0, 4, 0, O_RDWR | O_TRUNC, 0 },
 	{ "open:A/bar:creat", K_OPEN, "A/bar", 0, 5, 0, O_RDWR | O_CREAT, 0 },
 	/* With the space setup (wk_setup_space): the last inode of an inode
@@ -362,6 +366,13 @@ static long wk_run(kura_fs *fs, struct wk_ctx *c, const struct wk_op *op)
 		r = kura_setxattrat(fs, KURA_AT_ROOT, op->a, op->b, buf, (size_t)op->len, 0, 0);
 		break;
 	case K_RMXATTR: r = kura_removexattrat(fs, KURA_AT_ROOT, op->a, op->b, 0); break;
+	case K_SETACL: {
+		/* user::rw- user:1000:r-- group::r-- mask::r-- other::--- */
+		static const uint16_t acl[] = { 2, 0, 1, 6, 0xffff, 0xffff, 2, 4, 1000, 0, 4, 4, 0xffff, 0xffff,
+						0x10, 4, 0xffff, 0xffff, 0x20, 0, 0xffff, 0xffff };
+		r = kura_setxattrat(fs, KURA_AT_ROOT, op->a, op->b, acl, sizeof acl, 0, 0);
+		break;
+	}
 	case K_MAPWRITE:
 		wk_pattern(buf, op->len, c->seq, op->off);
 		r = wk_mapwrite(fs, wk_fd(c, op->slot), op->off, op->len, buf);
