@@ -121,6 +121,17 @@ int cmd_run(int argc, char **argv)
 		cli_err("run", pool, errno);
 		return CLI_EXIT_FAIL;
 	}
+	/* A pool the command could not mount (an older format, damage, no
+	 * permission) would only show as errors on every path under the
+	 * prefix: say why now, once.  Read-only, so nothing is recovered or
+	 * copied for the probe. */
+	int err = 0;
+	kura_fs *probe = kura_mount(abspool, &(struct kura_mount_opts){ .read_only = 1 }, &err);
+	if (!probe) {
+		cli_msg("run", "%s", kura_last_error()[0] ? kura_last_error() : strerror(-err));
+		return CLI_EXIT_FAIL;
+	}
+	kura_unmount(probe);
 	if (find_lib(lib, sizeof lib) < 0) {
 		cli_msg("run", "cannot find libkura.so next to this binary (expected %s)", lib);
 		return CLI_EXIT_FAIL;

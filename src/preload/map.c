@@ -394,9 +394,17 @@ static void *remap_kura(struct kp_map *m0, void *old, size_t old_len, size_t new
 			n.len = nlen - plen;
 			n.off = m.off + plen;
 			if (!cover(&n, 0, n.len / PAGE, 1)) {
+				/* The map grows: one record, so that the next mremap
+				 * of the whole range finds it whole. */
 				pthread_mutex_lock(&maps_lock);
-				int err = add_map(&n);
+				struct kp_map *r = find_map(old);
+				int grown = r && r->addr + r->len == (char *)old + plen;
+				if (grown)
+					r->len += nlen - plen;
+				int err = grown ? 0 : add_map(&n);
 				pthread_mutex_unlock(&maps_lock);
+				if (grown)
+					kura_map_unpin(fs, m.ino); /* the record's pin covers it */
 				if (!err)
 					return old;
 			}

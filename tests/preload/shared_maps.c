@@ -126,7 +126,17 @@ int main(int argc, char **argv)
 	printf("pread page 3: %c\n", buf[0]);
 	msync(r, 4 * PG, MS_SYNC);
 	printf("msync: %d\n", msync(r, 4 * PG, MS_SYNC));
-	munmap(r, 4 * PG);
+	/* Growing again and again, as SQLite grows its map of a database:
+	 * each mremap takes the whole of what the last one gave. */
+	size_t len = 4 * PG;
+	for (int i = 0; i < 4 && r != MAP_FAILED; i++, len += 2 * PG) {
+		ftruncate(fd, (off_t)(len + 2 * PG));
+		r = mremap(r, len, len + 2 * PG, MREMAP_MAYMOVE);
+		printf("mremap to %zu pages: %s\n", (len + 2 * PG) / PG, r == MAP_FAILED ? strerror(errno) : "ok");
+	}
+	if (r != MAP_FAILED)
+		printf("after growing: %c %c\n", r[100], r[3 * PG]);
+	munmap(r, len);
 
 	/* unlink while mapped */
 	m = mmap(NULL, PG, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
