@@ -5,7 +5,7 @@ CTEST = ctest --output-on-failure -j2
 # The nested makes CMake runs would otherwise announce every directory change.
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps build check check-release check-asan check-tsan demo bench bench-durable bench-maps model-long crash-full fuzz-long pjdfstest clean
+.PHONY: all deps build check check-release check-asan check-tsan demo bench bench-durable bench-maps model-long crash-full fuzz-long pjdfstest sqlite-full clean
 
 all: deps build
 
@@ -78,6 +78,11 @@ fuzz-long: build
 	mkdir -p build/scratch/fuzz-long/new
 	cd build/scratch/fuzz-long && nice -n 19 ../../fuzz/pool_fuzz -runs=$(FUZZ_RUNS) -timeout=20 \
 	  -rss_limit_mb=2048 -max_len=512 -print_final_stats=1 -artifact_prefix=./ new ../../../fuzz/corpus
+
+# SQLite's whole test suite (all.test) on tmpfs and under kura; make check
+# runs veryquick.  Hours, not minutes.
+sqlite-full: all
+	scripts/sqlite-testfixture.sh full
 
 # The POSIX suite pjdfstest on tmpfs and under kura (memory and file pools),
 # as root; fails for any test failing under kura only.  Installs it with
