@@ -344,6 +344,11 @@ void kp_inherit(void);
 /* The environment for a new image (LD_PRELOAD, KURA_*, KURA_INHERIT);
  * hides close-on-exec kura fds unless keep_cloexec. */
 char **kp_build_env(char *const *envp, int keep_cloexec);
+/* Whether the image at path (relative to fd; NULL or "": fd itself) will
+ * run this layer: not a static binary, not set-id for someone else. */
+int kp_preloadable(int fd, const char *path);
+/* proc.c: copies in to out until the end; 0, or -1 with errno. */
+ssize_t kp_copy_all(int in, int out);
 /* After an exec that did not happen: frees env, restores what it hid. */
 void kp_exec_failed(char **env);
 

@@ -1,28 +1,7 @@
 /*
- * lock.c — POSIX record locks, OFD locks and flock() on kura files.
- *
- * Placeholders are duplicates of one memfd, so kernel locks on them would
- * never conflict between two opens of one file.  Locks live instead in a
- * table in POSIX shared memory, one per pool ("/kura-locks-<dev>-<ino>" of
- * the pool file), keyed by inode number and guarded by a robust
- * process-shared mutex.  Owners: a POSIX lock belongs to a process (pid);
- * an OFD lock or a flock() to an open file description, named by the
- * engine's description id and the identity (inode) of the description
- * table it lives in, which forked and exec'd processes share.
- *
- * Lifetimes.  A POSIX lock lives while its process does (and until it
- * closes any descriptor of the file).  An OFD/flock lock lives while any
- * process still holds a descriptor of its description.  The engine's
- * reference counts cannot answer that: a process that exits without
- * closing (the usual case, and every killed one) never drops its
- * references.  So each process that may share descriptions publishes, in a
- * per-process slot of the table, a bitmap of the description ids it holds:
- * at fork (parent and child: the parent also fills the child's slot before
- * the fork, so no window exists in which the child holds descriptions
- * nobody knows of) and when it locks through a description.  A process
- * clears its bit when it closes its last descriptor of a description; a
- * dead process's slot counts for nothing.  A description is held while a
- * live slot has its bit, and its locks go when none has.
+ * lock.c — POSIX record locks, OFD locks and flock() on kura files, kept
+ * in the shared table of lktab.c (which says why a table and who holds
+ * what).
  *
  * Waiting.  Waiters sleep on a futex word of the table that every change
  * bumps, with futex_waitv and an absolute deadline: the kernel restarts
@@ -49,364 +28,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kp.h"
-#include "shm.h"
+#include "lktab.h"
 
-#define LK_MAX 4096 /* live records; dead ones are reclaimed when it runs short (tests/preload/dead_lockers.c passes it) */
-#define LK_WAITERS 256
-#define LK_PROCS 512
-#define LK_IDS 65536 /* description ids the bitmaps cover: the engine's table size */
-#define LK_MAGIC 0x6b6c6f67u /* changes with the layout */
-#define LK_INIT 1u
-#define LK_POLL_NS 50000000L
-
-enum { K_POSIX = 1, K_OFD = 2, K_FLOCK = 3 };
-/* Lock types as stored: F_RDLCK is 0, which marks a free record. */
-enum { T_RD = 1, T_WR = 2, T_UN = 3 };
-
-static int t_of(int f_type)
-{
-	return f_type == F_RDLCK ? T_RD : f_type == F_WRLCK ? T_WR : T_UN;
-}
-
-struct lk {
-	uint64_t ino;
-	int64_t start, end; /* inclusive; INT64_MAX: to end of file and beyond */
-	uint64_t tok, id;   /* owner: (0, pid) for POSIX, (table, description) otherwise */
-	int32_t pid;        /* the process that took it */
-	uint8_t kind, type; /* type: T_RD or T_WR; 0: free slot */
-	uint64_t started;   /* pid's start time (clock ticks after boot): a reused pid is another process */
-};
-
-struct lk_waiter {
-	int32_t pid, tid;
-	int32_t on; /* the process owning the POSIX lock this one waits for, 0 if none */
-	int32_t pad;
-};
-
-struct lk_proc {
-	int32_t pid;    /* 0 with parent set: filled by parent for a child not yet running */
-	int32_t parent;
-	uint64_t tok;   /* the description table the bitmap's ids belong to */
-};
-
-struct lk_table {
-	uint32_t magic;
-	uint32_t seq;      /* futex word: bumped on every change */
-	uint32_t sleepers; /* waiters inside the futex wait */
-	uint32_t hi;       /* records at and above this index are free: scans stop there */
-	uint32_t phi;      /* the same for holder slots */
-	uint32_t pad;
-	pthread_mutex_t mu;
-	struct lk rec[LK_MAX];
-	struct lk_waiter wait[LK_WAITERS];
-	struct lk_proc proc[LK_PROCS];
-	uint64_t held[LK_PROCS][LK_IDS / 64];
-	struct kp_exec_table exec; /* txtbsy.c's: pool files being executed */
-};
-
-/* One lock request, in absolute offsets. */
-struct req {
-	uint64_t ino, tok, id;
-	int64_t s, e;
-	int kind, type;
-};
-
-static struct lk_table *tables[KP_MAX_MOUNTS];
-static int probed[KP_MAX_MOUNTS];    /* this image looked for an existing table */
-static uint64_t tokens[KP_MAX_MOUNTS]; /* cached table_token(), 0: not yet */
-static int my_slot[KP_MAX_MOUNTS];   /* 1 + index of this process's slot, 0: unknown */
 static __thread int fork_slot[KP_MAX_MOUNTS]; /* 1 + index of the slot prepared for the child */
 static __thread pid_t fork_parent_pid;
-static __thread int dirty; /* the table changed under our lock: wake the waiters */
-static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static void init_table(struct lk_table *t)
-{
-	pthread_mutexattr_t a;
-	pthread_mutexattr_init(&a);
-	pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
-	pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
-	pthread_mutex_init(&t->mu, &a);
-	pthread_mutexattr_destroy(&a);
-	__atomic_store_n(&t->magic, LK_MAGIC, __ATOMIC_RELEASE);
-}
-
-/* Waits (boundedly) for the table's maker to finish initialising it.  A
- * maker that died halfway leaves LK_INIT for good: after a second one
- * waiter takes over (LK_INIT to LK_REINIT, so only one does) and starts
- * it afresh.  0 if it never became ready. */
-#define LK_REINIT 2u
-static int table_ready(struct lk_table *t)
-{
-	for (int round = 0; round < 2; round++) {
-		struct timespec start, now;
-		clock_gettime(CLOCK_MONOTONIC, &start);
-		do {
-			if (__atomic_load_n(&t->magic, __ATOMIC_ACQUIRE) == LK_MAGIC)
-				return 1;
-			sched_yield();
-			clock_gettime(CLOCK_MONOTONIC, &now);
-		} while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < 1000000000L);
-		uint32_t was = LK_INIT;
-		if (__atomic_compare_exchange_n(&t->magic, &was, LK_REINIT, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-			memset((char *)t + sizeof t->magic, 0, sizeof *t - sizeof t->magic);
-			init_table(t);
-			return 1;
-		}
-	}
-	return __atomic_load_n(&t->magic, __ATOMIC_ACQUIRE) == LK_MAGIC;
-}
-
-static struct lk_table *table(int m, int create)
-{
-	struct lk_table *t = __atomic_load_n(&tables[m], __ATOMIC_ACQUIRE);
-	if (t)
-		return t;
-	pthread_mutex_lock(&attach_lock);
-	if (!tables[m]) {
-		struct stat st;
-		char name[96];
-		if (REAL(stat)(kp_mounts[m].pool, &st) < 0)
-			goto out;
-		snprintf(name, sizeof name, "/kura-locks-%llx-%llx", (unsigned long long)st.st_dev,
-			 (unsigned long long)st.st_ino);
-		int fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | (create ? O_CREAT : 0), st.st_mode & 0666);
-		if (fd < 0)
-			goto out;
-		char why[256];
-		if (shm_trusted(fd, name, &st, why, sizeof why)) {
-			kp_debug("%s", why); /* lock calls on the pool then fail with ENOLCK */
-			REAL(close)(fd);
-			goto out;
-		}
-		if (create)
-			fchmod(fd, st.st_mode & 0666); /* shm_open applied our umask */
-		struct stat ts;
-		if (REAL(fstat)(fd, &ts) < 0 ||
-		    ((size_t)ts.st_size < sizeof(struct lk_table) && ftruncate(fd, sizeof(struct lk_table)) < 0)) {
-			REAL(close)(fd);
-			goto out;
-		}
-		void *p = mmap(NULL, sizeof(struct lk_table), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-		REAL(close)(fd);
-		if (p == MAP_FAILED)
-			goto out;
-		t = p;
-		uint32_t old = 0;
-		int won = __atomic_compare_exchange_n(&t->magic, &old, LK_INIT, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-		if (!won && old != LK_INIT && old != LK_MAGIC &&
-		    __atomic_compare_exchange_n(&t->magic, &old, LK_INIT, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-			/* Left by another version of this file, with another layout. */
-			memset((char *)t + sizeof t->magic, 0, sizeof *t - sizeof t->magic);
-			won = 1;
-		}
-		if (won)
-			init_table(t);
-		if (!table_ready(t)) {
-			munmap(t, sizeof *t);
-			goto out;
-		}
-		__atomic_store_n(&tables[m], t, __ATOMIC_RELEASE);
-	}
-out:
-	pthread_mutex_unlock(&attach_lock);
-	return tables[m];
-}
-
-static void tlock(struct lk_table *t)
-{
-	if (pthread_mutex_lock(&t->mu) == EOWNERDEAD)
-		pthread_mutex_consistent(&t->mu); /* records are independent; a dead holder's is dropped by pid */
-}
-
-static void tunlock(struct lk_table *t)
-{
-	while (t->hi > 0 && !t->rec[t->hi - 1].type)
-		t->hi--;
-	int changed = dirty;
-	dirty = 0;
-	if (changed)
-		__atomic_add_fetch(&t->seq, 1, __ATOMIC_ACQ_REL);
-	pthread_mutex_unlock(&t->mu);
-	/* A sleeper counted itself under the mutex before reading seq, so it
-	 * either sees the new value or is inside the wait and gets woken. */
-	if (changed && __atomic_load_n(&t->sleepers, __ATOMIC_ACQUIRE))
-		kp_syscall(SYS_futex, &t->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
-/* From /proc/PID/stat: 1 if the process runs (not a zombie, whose
- * descriptors and so locks the kernel has already dropped), 0 if not, -1 if
- * it cannot be read; its start time to *started. */
-static int proc_stat(pid_t pid, uint64_t *started)
-{
-	char path[48], buf[512];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	int fd = REAL(open)(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	ssize_t n = REAL(read)(fd, buf, sizeof buf - 1);
-	REAL(close)(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = 0;
-	char *c = strrchr(buf, ')');
-	if (!c || c[1] != ' ')
-		return -1;
-	/* The state is the third field, the start time the twenty-second. */
-	char *f = c + 2;
-	int running = *f != 'Z' && *f != 'X';
-	for (int field = 3; field < 22 && f; field++)
-		f = strchr(f, ' ') ? strchr(f, ' ') + 1 : NULL;
-	*started = f ? strtoull(f, NULL, 10) : 0;
-	return running;
-}
-
-/* This process's start time, read once per process. */
-static uint64_t my_start(void)
-{
-	static pid_t for_pid;
-	static uint64_t started;
-	if (for_pid != kp_pid) {
-		if (proc_stat(kp_pid, &started) < 0)
-			started = 0;
-		for_pid = kp_pid;
-	}
-	return started;
-}
-
-/* Whether the process that took a lock still runs: kill(0) also succeeds
- * for a zombie, and for another process that got the pid since (started,
- * when known, tells them apart). */
-static int alive_since(pid_t pid, uint64_t started)
-{
-	if (pid == kp_pid)
-		return 1;
-	if (pid <= 0 || (kill(pid, 0) < 0 && errno == ESRCH))
-		return 0;
-	uint64_t now;
-	int r = proc_stat(pid, &now);
-	if (r < 0)
-		return 1;
-	return r && (!started || !now || now == started);
-}
-
-static int alive(pid_t pid)
-{
-	return alive_since(pid, 0);
-}
-
-static uint64_t table_token(int m)
-{
-	uint64_t tok = __atomic_load_n(&tokens[m], __ATOMIC_RELAXED);
-	if (tok)
-		return tok;
-	struct stat st;
-	int sfd = kura_state_fd(kp_mounts[m].fs);
-	if (sfd < 0 || REAL(fstat)(sfd, &st) < 0)
-		return 1;
-	tok = (uint64_t)st.st_ino | 1ull << 63;
-	__atomic_store_n(&tokens[m], tok, __ATOMIC_RELAXED); /* racing threads store the same value */
-	return tok;
-}
-
-/* ---- holder slots ------------------------------------------------------ */
-
-static int slot_alive(const struct lk_proc *p)
-{
-	if (p->pid)
-		return alive(p->pid);
-	return p->parent && alive(p->parent);
-}
-
-static int slot_free(const struct lk_proc *p)
-{
-	return !p->pid && !p->parent;
-}
-
-/* A free slot, or -1.  A dead process's slot is reused before a slot
- * never used: shared memory pages are only spent on the ones touched, and
- * the table outlives the processes (and, see README, its pool). */
-static int slot_new(struct lk_table *t, int not)
-{
-	for (int i = 0; i < (int)t->phi; i++)
-		if (i != not && slot_free(&t->proc[i]))
-			return i;
-	for (int i = 0; i < (int)t->phi; i++)
-		if (i != not && !slot_alive(&t->proc[i]))
-			return i;
-	if (t->phi < LK_PROCS)
-		return (int)t->phi++;
-	return -1;
-}
-
-/* This process's slot for description table tok, made if `create`. */
-static int slot_mine(struct lk_table *t, int m, uint64_t tok, int create)
-{
-	int i = my_slot[m] - 1;
-	if (i >= 0 && t->proc[i].pid == kp_pid && t->proc[i].tok == tok)
-		return i;
-	my_slot[m] = 0;
-	for (i = 0; i < (int)t->phi; i++)
-		if (t->proc[i].pid == kp_pid && t->proc[i].tok == tok)
-			break;
-	if (i == (int)t->phi) {
-		if (!create || (i = slot_new(t, -1)) < 0)
-			return -1;
-		memset(t->held[i], 0, sizeof t->held[i]);
-		t->proc[i].pid = kp_pid;
-		t->proc[i].parent = 0;
-		t->proc[i].tok = tok;
-	}
-	my_slot[m] = i + 1;
-	return i;
-}
-
-static void bit_set(struct lk_table *t, int i, uint64_t id)
-{
-	if (id < LK_IDS)
-		t->held[i][id / 64] |= 1ull << (id % 64);
-}
-
-static int desc_held(struct lk_table *t, uint64_t tok, uint64_t id)
-{
-	for (int i = 0; i < (int)t->phi; i++) {
-		struct lk_proc *p = &t->proc[i];
-		if (slot_free(p) || p->tok != tok || !(t->held[i][id / 64] >> (id % 64) & 1))
-			continue;
-		if (slot_alive(p))
-			return 1;
-		p->pid = p->parent = 0;
-	}
-	return 0;
-}
-
-/* ---- records ----------------------------------------------------------- */
-
-static int rec_live(struct lk_table *t, const struct lk *r)
-{
-	if (r->kind == K_POSIX || r->id >= LK_IDS)
-		return alive_since(r->pid, r->started);
-	return desc_held(t, r->tok, r->id);
-}
-
-/* ---- for txtbsy.c ------------------------------------------------------ */
-
-struct kp_exec_table *kp_lock_exec_table(int m)
-{
-	struct lk_table *t = table(m, 1);
-	return t ? &t->exec : NULL;
-}
-
-void kp_lock_exec_lock(int m)
-{
-	tlock(tables[m]);
-}
-
-void kp_lock_exec_unlock(int m)
-{
-	tunlock(tables[m]);
-}
 
 /* A POSIX owner gave something up: those waiting for it are no longer
  * blocked by it until they look again (as Linux detaches the waiters of a
@@ -423,7 +48,7 @@ static void drop(struct lk_table *t, struct lk *r)
 	if (r->kind == K_POSIX)
 		unblock_waiters(t, r->pid);
 	r->type = 0;
-	dirty = 1;
+	lk_dirty = 1;
 }
 
 static int flock_class(int kind)
@@ -466,7 +91,7 @@ static int free_recs(struct lk_table *t, int want)
 	 * never unlock) go now, not only when someone conflicts with them. */
 	for (uint32_t i = 0; i < t->hi && n < want; i++) {
 		struct lk *r = &t->rec[i];
-		if (r->type && !rec_live(t, r)) {
+		if (r->type && !lk_rec_live(t, r)) {
 			drop(t, r);
 			n++;
 		}
@@ -483,7 +108,7 @@ static void carve(struct lk_table *t, const struct req *q)
 		if (!r->type || r->ino != q->ino || !same_owner(r, q->kind, q->tok, q->id) || r->end < q->s ||
 		    r->start > q->e)
 			continue;
-		dirty = 1;
+		lk_dirty = 1;
 		if (q->kind == K_POSIX)
 			unblock_waiters(t, r->pid);
 		if (r->start < q->s && r->end > q->e) {
@@ -531,7 +156,7 @@ static int deadlock(struct lk_table *t, int32_t holder)
 		for (int i = 0; i < LK_WAITERS && !next; i++)
 			if (t->wait[i].pid == holder && t->wait[i].on)
 				next = t->wait[i].on;
-		if (!next || !alive(holder))
+		if (!next || !lk_alive(holder))
 			return 0;
 		holder = next;
 	}
@@ -563,7 +188,7 @@ static int try_lock(struct lk_table *t, int m, const struct req *q, struct lk *w
 		struct lk *x = &t->rec[i];
 		if (!conflicts(x, q))
 			continue;
-		if (!rec_live(t, x)) {
+		if (!lk_rec_live(t, x)) {
 			drop(t, x);
 			continue;
 		}
@@ -582,10 +207,10 @@ static int try_lock(struct lk_table *t, int m, const struct req *q, struct lk *w
 	if (r || test)
 		return r;
 	if (q->type != T_UN && q->kind != K_POSIX) {
-		int i = slot_mine(t, m, q->tok, 1);
+		int i = lk_slot_mine(t, m, q->tok, 1);
 		if (i < 0)
 			return -ENOLCK;
-		bit_set(t, i, q->id);
+		lk_bit_set(t, i, q->id);
 	}
 	/* carve() may split one record and the new lock takes another. */
 	if (!free_recs(t, q->type == T_UN ? 1 : 2))
@@ -600,11 +225,11 @@ static int try_lock(struct lk_table *t, int m, const struct req *q, struct lk *w
 	n->tok = q->tok;
 	n->id = q->id;
 	n->pid = kp_pid;
-	n->started = my_start();
+	n->started = lk_my_start();
 	n->kind = (uint8_t)q->kind;
 	n->type = (uint8_t)q->type;
 	merge(t, n);
-	dirty = 1;
+	lk_dirty = 1;
 	return 0;
 }
 
@@ -614,7 +239,7 @@ static int waiter_set(struct lk_table *t, int w, int32_t on)
 {
 	if (w < 0) {
 		for (int i = 0; i < LK_WAITERS && w < 0; i++)
-			if (!t->wait[i].pid || !alive(t->wait[i].pid))
+			if (!t->wait[i].pid || !lk_alive(t->wait[i].pid))
 				w = i;
 		if (w < 0)
 			return -1; /* no room: this wait goes unseen by deadlock detection */
@@ -706,19 +331,19 @@ static int lock_wait(struct lk_table *t, int m, const struct req *q, int wait)
 	}
 	int w = -1, r;
 	for (;;) {
-		tlock(t);
+		lk_tlock(t);
 		int32_t on = 0;
 		r = try_lock(t, m, q, NULL, 0, wait ? &on : NULL);
 		if (r != -EAGAIN || !wait) {
 			waiter_clear(t, w);
-			tunlock(t);
+			lk_tunlock(t);
 			break;
 		}
 		if (q->kind == K_POSIX)
 			w = waiter_set(t, w, on);
 		uint32_t seq = __atomic_load_n(&t->seq, __ATOMIC_ACQUIRE);
 		__atomic_add_fetch(&t->sleepers, 1, __ATOMIC_ACQ_REL);
-		tunlock(t);
+		lk_tunlock(t);
 		if (pending_intr(&caller)) {
 			r = -EINTR;
 		} else {
@@ -728,9 +353,9 @@ static int lock_wait(struct lk_table *t, int m, const struct req *q, int wait)
 		}
 		__atomic_sub_fetch(&t->sleepers, 1, __ATOMIC_ACQ_REL);
 		if (r == -EINTR) {
-			tlock(t);
+			lk_tlock(t);
 			waiter_clear(t, w);
-			tunlock(t);
+			lk_tunlock(t);
 			break;
 		}
 	}
@@ -798,7 +423,7 @@ int kp_lock_fcntl(int fd, struct kp_fd *e, int cmd, struct flock *fl)
 		if (s < 0)
 			return (int)kp_ret(-EINVAL);
 	}
-	struct lk_table *t = table(e->mnt, 1);
+	struct lk_table *t = lk_table_get(e->mnt, 1);
 	if (!t)
 		return (int)kp_ret(-ENOLCK);
 	int64_t ino = kura_fd_ino(fs, e->kfd);
@@ -807,13 +432,13 @@ int kp_lock_fcntl(int fd, struct kp_fd *e, int cmd, struct flock *fl)
 	long id = ofd ? kura_fd_export(fs, e->kfd) : (long)kp_pid;
 	if (id < 0)
 		return (int)kp_ret(id);
-	struct req q = { (uint64_t)ino, ofd ? table_token(e->mnt) : 0, (uint64_t)id, s, en, ofd ? K_OFD : K_POSIX,
-			 t_of(fl->l_type) };
+	struct req q = { (uint64_t)ino, ofd ? lk_table_token(e->mnt) : 0, (uint64_t)id, s, en, ofd ? K_OFD : K_POSIX,
+			 lk_t_of(fl->l_type) };
 	if (getlk) {
 		struct lk who;
-		tlock(t);
+		lk_tlock(t);
 		int r = try_lock(t, e->mnt, &q, &who, 1, NULL);
-		tunlock(t);
+		lk_tunlock(t);
 		if (r == 0) {
 			fl->l_type = F_UNLCK;
 			return 0;
@@ -841,7 +466,7 @@ int kp_lock_flock(int fd, struct kp_fd *e, int op)
 	case LOCK_UN: type = F_UNLCK; break;
 	default: return (int)kp_ret(-EINVAL);
 	}
-	struct lk_table *t = table(e->mnt, 1);
+	struct lk_table *t = lk_table_get(e->mnt, 1);
 	if (!t)
 		return (int)kp_ret(-ENOLCK);
 	int64_t ino = kura_fd_ino(fs, e->kfd);
@@ -850,7 +475,7 @@ int kp_lock_flock(int fd, struct kp_fd *e, int op)
 	long id = kura_fd_export(fs, e->kfd);
 	if (id < 0)
 		return (int)kp_ret(id);
-	struct req q = { (uint64_t)ino, table_token(e->mnt), (uint64_t)id, 0, INT64_MAX, K_FLOCK, t_of(type) };
+	struct req q = { (uint64_t)ino, lk_table_token(e->mnt), (uint64_t)id, 0, INT64_MAX, K_FLOCK, lk_t_of(type) };
 	int r = lock_wait(t, e->mnt, &q, !(op & LOCK_NB));
 	return (int)kp_ret(r == -EAGAIN ? -EWOULDBLOCK : r);
 }
@@ -871,14 +496,14 @@ static void find_desc(int fd, struct kp_fd *e, void *arg)
 void kp_lock_close(int fd, struct kp_fd *e)
 {
 	int m = e->mnt;
-	struct lk_table *t = __atomic_load_n(&tables[m], __ATOMIC_ACQUIRE);
+	struct lk_table *t = __atomic_load_n(&lk_tables[m], __ATOMIC_ACQUIRE);
 	if (!t) {
 		/* A new image may hold locks (or a holder slot) from before its
 		 * exec without having mapped the table yet: look once. */
-		if (probed[m])
+		if (lk_probed[m])
 			return;
-		probed[m] = 1;
-		if (!(t = table(m, 0)))
+		lk_probed[m] = 1;
+		if (!(t = lk_table_get(m, 0)))
 			return;
 	}
 	kura_fs *fs = kp_mounts[m].fs;
@@ -886,9 +511,9 @@ void kp_lock_close(int fd, struct kp_fd *e)
 	if (ino < 0)
 		return;
 	long id = kura_fd_export(fs, e->kfd);
-	uint64_t tok = table_token(m);
-	tlock(t);
-	int mine = id >= 0 && id < LK_IDS ? slot_mine(t, m, tok, 0) : -1, ours = 0;
+	uint64_t tok = lk_table_token(m);
+	lk_tlock(t);
+	int mine = id >= 0 && id < LK_IDS ? lk_slot_mine(t, m, tok, 0) : -1, ours = 0;
 	for (uint32_t i = 0; i < t->hi; i++) {
 		struct lk *r = &t->rec[i];
 		if (!r->type || r->ino != (uint64_t)ino)
@@ -900,7 +525,7 @@ void kp_lock_close(int fd, struct kp_fd *e)
 			ours = 1;
 	}
 	if (!ours && (mine < 0 || !(t->held[mine][id / 64] >> (id % 64) & 1))) {
-		tunlock(t); /* the common case: no lock and no holder bit to look after */
+		lk_tunlock(t); /* the common case: no lock and no holder bit to look after */
 		return;
 	}
 	/* Whether this was our last descriptor of the description.  (Engine
@@ -908,19 +533,19 @@ void kp_lock_close(int fd, struct kp_fd *e)
 	struct same_desc sd = { id, m, fd, 0 };
 	kp_foreach(find_desc, &sd);
 	if (sd.found) {
-		tunlock(t);
+		lk_tunlock(t);
 		return;
 	}
 	if (mine >= 0)
 		t->held[mine][id / 64] &= ~(1ull << (id % 64));
 	/* OFD and flock: gone with the last descriptor of the description anywhere. */
-	if (ours && (id >= LK_IDS || !desc_held(t, tok, (uint64_t)id)))
+	if (ours && (id >= LK_IDS || !lk_desc_held(t, tok, (uint64_t)id)))
 		for (uint32_t i = 0; i < t->hi; i++) {
 			struct lk *r = &t->rec[i];
 			if (r->type && r->kind != K_POSIX && r->tok == tok && r->id == (uint64_t)id)
 				drop(t, r);
 		}
-	tunlock(t);
+	lk_tunlock(t);
 }
 
 /* ---- fork -------------------------------------------------------------- */
@@ -938,7 +563,7 @@ static void publish_desc(int fd, struct kp_fd *e, void *arg)
 		return;
 	long id = kura_fd_export(kp_mounts[e->mnt].fs, e->kfd);
 	if (id >= 0)
-		bit_set(p->t, p->slot, (uint64_t)id);
+		lk_bit_set(p->t, p->slot, (uint64_t)id);
 	p->n++;
 }
 
@@ -961,14 +586,14 @@ void kp_lock_fork_prepare(void)
 			continue;
 		struct publish p = { NULL, m, -1, 0 };
 		kp_foreach(count_desc, &p);
-		if (!p.n || !(p.t = table(m, 1)))
+		if (!p.n || !(p.t = lk_table_get(m, 1)))
 			continue;
-		uint64_t tok = table_token(m);
-		tlock(p.t);
-		p.slot = slot_mine(p.t, m, tok, 1);
+		uint64_t tok = lk_table_token(m);
+		lk_tlock(p.t);
+		p.slot = lk_slot_mine(p.t, m, tok, 1);
 		if (p.slot >= 0) {
 			kp_foreach(publish_desc, &p);
-			int c = slot_new(p.t, p.slot);
+			int c = lk_slot_new(p.t, p.slot);
 			if (c >= 0) {
 				memcpy(p.t->held[c], p.t->held[p.slot], sizeof p.t->held[c]);
 				p.t->proc[c].pid = 0;
@@ -977,7 +602,7 @@ void kp_lock_fork_prepare(void)
 				fork_slot[m] = c + 1;
 			}
 		}
-		tunlock(p.t);
+		lk_tunlock(p.t);
 	}
 }
 
@@ -993,18 +618,18 @@ void kp_lock_fork_parent(void)
 void kp_lock_fork_child(void)
 {
 	for (int m = 0; m < KP_MAX_MOUNTS; m++) {
-		my_slot[m] = 0;
+		lk_my_slot[m] = 0;
 		int c = fork_slot[m] - 1;
 		fork_slot[m] = 0;
-		struct lk_table *t = tables[m];
+		struct lk_table *t = lk_tables[m];
 		if (c < 0 || !t)
 			continue;
-		tlock(t);
+		lk_tlock(t);
 		if (!t->proc[c].pid && t->proc[c].parent == fork_parent_pid) {
 			t->proc[c].pid = kp_pid;
 			t->proc[c].parent = 0;
-			my_slot[m] = c + 1;
+			lk_my_slot[m] = c + 1;
 		}
-		tunlock(t);
+		lk_tunlock(t);
 	}
 }

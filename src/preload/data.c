@@ -1,0 +1,446 @@
+/*
+ * data.c — the calls on an open kura file: the read and write family,
+ * sizes and syncs, the fstat family, ioctl, and copies between
+ * descriptors.  Each takes a placeholder fd to the engine's descriptor
+ * behind it (io.c made them) and leaves every other fd to libc.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "kp.h"
+
+#define FS(e) (kp_mounts[(e)->mnt].fs)
+
+/* ---- data ---- */
+
+KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	struct kp_fd *e = kp_get(fd);
+	if (!e)
+		return REAL(read)(fd, buf, n);
+	return kp_ret(kura_read(FS(e), e->kfd, buf, n));
+}
+
+ssize_t kp_read(int fd, void *buf, size_t n) { return read(fd, buf, n); }
+
+KP_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	(void)buflen;
+	return read(fd, buf, n);
+}
+
+KP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	struct kp_fd *e = kp_get(fd);
+	if (!e)
+		return REAL(write)(fd, buf, n);
+	return kp_ret(kura_write(FS(e), e->kfd, buf, n));
+}
+
+ssize_t kp_write(int fd, const void *buf, size_t n) { return write(fd, buf, n); }
+
+KP_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
+{
+	struct kp_fd *e = kp_get(fd);
+	if (!e)
+		return REAL(pread)(fd, buf, n, off);
+	return kp_ret(kura_pread(FS(e), e->kfd, buf, n, off));
+}
+KP_EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off) { return pread(fd, buf, n, off); }
+KP_EXPORT ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t bl) { (void)bl; return pread(fd, buf, n, off); }
+KP_EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off_t off, size_t bl) { (void)bl; return pread(fd, buf, n, off); }
+
+KP_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	struct kp_fd *e = kp_get(fd);
+	if (!e)
+		return REAL(pwrite)(fd, buf, n, off);
+	return kp_ret(kura_pwrite(FS(e), e->kfd, buf, n, off));
+}
+KP_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off) { return pwrite(fd, buf, n, off); }
+
+/* Vectors: gathered into one buffer when small so that an O_APPEND record
+ * stays one write; otherwise element by element. off < 0: current offset. */
+static ssize_t kvec(struct kp_fd *e, const struct iovec *iov, int cnt, off_t off, int wr)
+{
+	if (cnt < 0 || cnt > IOV_MAX)
+		return kp_ret(-EINVAL);
+	size_t total = 0;
+	for (int i = 0; i < cnt; i++)
+		total += iov[i].iov_len;
+	if (wr && total <= 65536 && cnt > 1) {
+		char *b = malloc(total ? total : 1), *p = b;
+		if (!b)
+			return kp_ret(-ENOMEM);
+		for (int i = 0; i < cnt; i++) {
+			memcpy(p, iov[i].iov_base, iov[i].iov_len);
+			p += iov[i].iov_len;
+		}
+		ssize_t r = off < 0 ? kura_write(FS(e), e->kfd, b, total) : kura_pwrite(FS(e), e->kfd, b, total, off);
+		free(b);
+		return kp_ret(r);
+	}
+	ssize_t done = 0;
+	for (int i = 0; i < cnt; i++) {
+		ssize_t r;
+		if (wr)
+			r = off < 0 ? kura_write(FS(e), e->kfd, iov[i].iov_base, iov[i].iov_len)
+				    : kura_pwrite(FS(e), e->kfd, iov[i].iov_base, iov[i].iov_len, off + done);
+		else
+			r = off < 0 ? kura_read(FS(e), e->kfd, iov[i].iov_base, iov[i].iov_len)
+				    : kura_pread(FS(e), e->kfd, iov[i].iov_base, iov[i].iov_len, off + done);
+		if (r < 0)
+			return done ? done : kp_ret(r);
+		done += r;
+		if ((size_t)r < iov[i].iov_len)
+			break;
+	}
+	return done;
+}
+
+KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+{
+	struct kp_fd *e = kp_get(fd);
+	return e ? kvec(e, iov, cnt, -1, 0) : REAL(readv)(fd, iov, cnt);
+}
+KP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
+{
+	struct kp_fd *e = kp_get(fd);
+	return e ? kvec(e, iov, cnt, -1, 1) : REAL(writev)(fd, iov, cnt);
+}
+KP_EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	struct kp_fd *e = kp_get(fd);
+	if (e && off < 0)
+		return kp_ret(-EINVAL);
+	return e ? kvec(e, iov, cnt, off, 0) : REAL(preadv)(fd, iov, cnt, off);
+}
+KP_EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off_t off) { return preadv(fd, iov, cnt, off); }
+KP_EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
+{
+	struct kp_fd *e = kp_get(fd);
+	if (e && off < 0)
+		return kp_ret(-EINVAL);
+	return e ? kvec(e, iov, cnt, off, 1) : REAL(pwritev)(fd, iov, cnt, off);
+}
+KP_EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off) { return pwritev(fd, iov, cnt, off); }
+/* The RWF_ hints need no work here: every kura write is already synchronous. */
+KP_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int fl)
+{
+	struct kp_fd *e = kp_get(fd);
+	return e ? kvec(e, iov, cnt, off < 0 ? -1 : off, 0) : REAL(preadv2)(fd, iov, cnt, off, fl);
+}
+KP_EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off_t off, int fl) { return preadv2(fd, iov, cnt, off, fl); }
+KP_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int fl)
+{
+	struct kp_fd *e = kp_get(fd);
+	return e ? kvec(e, iov, cnt, off < 0 ? -1 : off, 1) : REAL(pwritev2)(fd, iov, cnt, off, fl);
+}
+KP_EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off_t off, int fl) { return pwritev2(fd, iov, cnt, off, fl); }
+
+KP_EXPORT off_t lseek(int fd, off_t off, int whence)
+{
+	struct kp_fd *e = kp_get(fd);
+	if (!e)
+		return REAL(lseek)(fd, off, whence);
+	if (e->dir && whence == SEEK_SET && off == 0)
+		kura_rewinddir(e->dir); /* getdents64 readers rewind this way */
+	return kp_ret(kura_lseek(FS(e), e->kfd, off, whence));
+}
+KP_EXPORT off_t lseek64(int fd, off_t off, int whence) { return lseek(fd, off, whence); }
+off_t kp_lseek(int fd, off_t off, int whence) { return lseek(fd, off, whence); }
+
+/* Copies between descriptors when one end is kura: a plain loop, since the
+ * kernel cannot see kura data.  `inoff`/`outoff` NULL mean the fd offsets. */
+static ssize_t copy_loop(int in, off_t *inoff, int out, off_t *outoff, size_t len)
+{
+	char buf[65536];
+	size_t done = 0;
+	while (done < len) {
+		size_t n = len - done < sizeof buf ? len - done : sizeof buf;
+		ssize_t r = inoff ? pread(in, buf, n, *inoff) : read(in, buf, n);
+		if (r < 0)
+			return done ? (ssize_t)done : -1;
+		if (r == 0)
+			break;
+		ssize_t w = 0;
+		while (w < r) {
+			ssize_t x = outoff ? pwrite(out, buf + w, (size_t)(r - w), *outoff + w)
+					   : write(out, buf + w, (size_t)(r - w));
+			if (x < 0) {
+				/* Leave the input where the output stopped. */
+				if (!inoff)
+					lseek(in, -(off_t)(r - w), SEEK_CUR);
+				return done + (size_t)w ? (ssize_t)(done + (size_t)w) : -1;
+			}
+			w += x;
+		}
+		if (inoff)
+			*inoff += r;
+		if (outoff)
+			*outoff += r;
+		done += (size_t)r;
+		if ((size_t)r < n)
+			break;
+	}
+	return (ssize_t)done;
+}
+
+KP_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
+{
+	if (!kp_get(out) && !kp_get(in))
+		return REAL(sendfile)(out, in, off, count);
+	return copy_loop(in, off, out, NULL, count);
+}
+KP_EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count) { return sendfile(out, in, off, count); }
+
+KP_EXPORT ssize_t copy_file_range(int in, off_t *inoff, int out, off_t *outoff, size_t len, unsigned flags)
+{
+	if (!kp_get(out) && !kp_get(in))
+		return REAL(copy_file_range)(in, inoff, out, outoff, len, flags);
+	if (flags)
+		return kp_ret(-EINVAL);
+	return copy_loop(in, inoff, out, outoff, len);
+}
+
+KP_EXPORT ssize_t splice(int in, off_t *inoff, int out, off_t *outoff, size_t len, unsigned flags)
+{
+	if (!kp_get(out) && !kp_get(in))
+		return REAL(splice)(in, inoff, out, outoff, len, flags);
+	/* One end is a pipe (splice's rule); a copy loop moves the same bytes. */
+	return copy_loop(in, inoff, out, outoff, len);
+}
+
+/* ---- size, sync, hints ---- */
+
+KP_EXPORT int ftruncate(int fd, off_t len)
+{
+	struct kp_fd *e = kp_get(fd);
+	if (!e)
+		return REAL(ftruncate)(fd, len);
+	int r = kura_ftruncate(FS(e), e->kfd, len);
+	int64_t ino = r == 0 ? kura_fd_ino(FS(e), e->kfd) : -1;
+	if (ino > 0)
+		kp_map_truncated(e->mnt, (uint64_t)ino, (uint64_t)len);
+	return (int)kp_ret(r);
+}
+KP_EXPORT int ftruncate64(int fd, off_t len) { return ftruncate(fd, len); }
+
+KP_EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
+{
+	struct kp_fd *e = kp_get(fd);
+	return e ? (int)kp_ret(kura_fallocate(FS(e), e->kfd, mode, off, len)) : REAL(fallocate)(fd, mode, off, len);
+}
+KP_EXPORT int fallocate64(int fd, int mode, off_t off, off_t len) { return fallocate(fd, mode, off, len); }
+
+KP_EXPORT int posix_fallocate(int fd, off_t off, off_t len)
+{
+	struct kp_fd *e = kp_get(fd);
+	if (!e)
+		return REAL(posix_fallocate)(fd, off, len);
+	if (off < 0 || len <= 0)
+		return EINVAL;
+	int r = kura_fallocate(FS(e), e->kfd, 0, off, len);
+	return r < 0 ? -r : 0;
+}
+KP_EXPORT int posix_fallocate64(int fd, off_t off, off_t len) { return posix_fallocate(fd, off, len); }
+
+/* The file's stores through this process's shared maps first, as the
+ * kernel writes back a file's dirty mapped pages. */
+static int sync_file(struct kp_fd *e)
+{
+	int64_t ino = kura_fd_ino(FS(e), e->kfd);
+	int r = ino > 0 ? kp_map_sync_ino(e->mnt, (uint64_t)ino) : 0;
+	return (int)kp_ret(r ? r : kura_fsync(FS(e), e->kfd));
+}
+KP_EXPORT int fsync(int fd)
+{
+	struct kp_fd *e = kp_get(fd);
+	return e ? sync_file(e) : REAL(fsync)(fd);
+}
+KP_EXPORT int fdatasync(int fd)
+{
+	struct kp_fd *e = kp_get(fd);
+	return e ? sync_file(e) : REAL(fdatasync)(fd);
+}
+KP_EXPORT int syncfs(int fd)
+{
+	struct kp_fd *e = kp_get(fd);
+	return e ? (int)kp_ret(kura_syncfs(FS(e))) : REAL(syncfs)(fd);
+}
+/* Every pool this process uses, then the kernel's file systems. */
+KP_EXPORT void sync(void)
+{
+	for (int i = 0; i < kp_nmounts; i++) {
+		kura_fs *fs = __atomic_load_n(&kp_mounts[i].fs, __ATOMIC_ACQUIRE);
+		if (fs)
+			kura_syncfs(fs);
+	}
+	REAL(sync)();
+}
+/* Writing back a range is a sync of the pool: kura changes reach the disk
+ * whole, in order (KURA_SYNC=fsync), or already have (op). */
+KP_EXPORT int sync_file_range(int fd, off_t off, off_t n, unsigned fl)
+{
+	struct kp_fd *e = kp_get(fd);
+	if (!e)
+		return REAL(sync_file_range)(fd, off, n, fl);
+	return (fl & SYNC_FILE_RANGE_WRITE) ? (int)kp_ret(kura_fsync(FS(e), e->kfd)) : 0;
+}
+KP_EXPORT int posix_fadvise(int fd, off_t off, off_t len, int adv)
+{
+	struct kp_fd *e = kp_get(fd);
+	return e ? 0 : REAL(posix_fadvise)(fd, off, len, adv);
+}
+KP_EXPORT int posix_fadvise64(int fd, off_t off, off_t len, int adv) { return posix_fadvise(fd, off, len, adv); }
+KP_EXPORT ssize_t readahead(int fd, off64_t off, size_t n)
+{
+	struct kp_fd *e = kp_get(fd);
+	return e ? 0 : REAL(readahead)(fd, off, n);
+}
+
+/* ---- fd metadata ---- */
+
+KP_EXPORT int fstat(int fd, struct stat *st)
+{
+	struct kp_fd *e = kp_get(fd);
+	return e ? (int)kp_ret(kura_fstat(FS(e), e->kfd, st)) : REAL(fstat)(fd, st);
+}
+KP_EXPORT int fstat64(int fd, struct stat64 *st) { return fstat(fd, (struct stat *)st); }
+typedef int (*fxstat_fn)(int, int, struct stat *);
+KP_EXPORT int __fxstat(int ver, int fd, struct stat *st)
+{
+	struct kp_fd *e = kp_get(fd);
+	return e ? (int)kp_ret(kura_fstat(FS(e), e->kfd, st))
+		 : REALT(fxstat_fn, "__fxstat")(ver, fd, st);
+}
+KP_EXPORT int __fxstat64(int ver, int fd, struct stat64 *st) { return __fxstat(ver, fd, (struct stat *)st); }
+
+KP_EXPORT int fchmod(int fd, mode_t m)
+{
+	struct kp_fd *e = kp_get(fd);
+	return e ? (int)kp_ret(kura_fchmod(FS(e), e->kfd, m)) : REAL(fchmod)(fd, m);
+}
+KP_EXPORT int fchown(int fd, uid_t u, gid_t g)
+{
+	struct kp_fd *e = kp_get(fd);
+	return e ? (int)kp_ret(kura_fchown(FS(e), e->kfd, u, g)) : REAL(fchown)(fd, u, g);
+}
+KP_EXPORT int futimens(int fd, const struct timespec t[2])
+{
+	struct kp_fd *e = kp_get(fd);
+	return e ? (int)kp_ret(kura_futimens(FS(e), e->kfd, t)) : REAL(futimens)(fd, t);
+}
+KP_EXPORT int futimes(int fd, const struct timeval tv[2])
+{
+	struct kp_fd *e = kp_get(fd);
+	if (!e)
+		return REAL(futimes)(fd, tv);
+	struct timespec ts[2];
+	if (tv) {
+		for (int i = 0; i < 2; i++) {
+			ts[i].tv_sec = tv[i].tv_sec;
+			ts[i].tv_nsec = tv[i].tv_usec * 1000;
+		}
+	}
+	return (int)kp_ret(kura_futimens(FS(e), e->kfd, tv ? ts : NULL));
+}
+
+static void to_statfs(const struct statvfs *sv, struct statfs *sf)
+{
+	memset(sf, 0, sizeof *sf);
+	sf->f_type = 0x6b757261; /* "kura", as st_dev */
+	sf->f_bsize = (long)sv->f_bsize;
+	sf->f_frsize = (long)sv->f_frsize;
+	sf->f_blocks = sv->f_blocks;
+	sf->f_bfree = sv->f_bfree;
+	sf->f_bavail = sv->f_bavail;
+	sf->f_files = sv->f_files;
+	sf->f_ffree = sv->f_ffree;
+	sf->f_namelen = (long)sv->f_namemax;
+	sf->f_flags = (long)sv->f_flag;
+}
+
+int kp_statvfs_mnt(int m, struct statvfs *sv)
+{
+	kura_fs *fs = kp_fs(m);
+	if (!fs)
+		return -1;
+	return (int)kp_ret(kura_statvfs(fs, sv));
+}
+
+KP_EXPORT int fstatvfs(int fd, struct statvfs *sv)
+{
+	struct kp_fd *e = kp_get(fd);
+	return e ? kp_statvfs_mnt(e->mnt, sv) : REAL(fstatvfs)(fd, sv);
+}
+KP_EXPORT int fstatvfs64(int fd, struct statvfs64 *sv) { return fstatvfs(fd, (struct statvfs *)sv); }
+KP_EXPORT int fstatfs(int fd, struct statfs *sf)
+{
+	struct kp_fd *e = kp_get(fd);
+	if (!e)
+		return REAL(fstatfs)(fd, sf);
+	struct statvfs sv;
+	if (kp_statvfs_mnt(e->mnt, &sv) < 0)
+		return -1;
+	to_statfs(&sv, sf);
+	return 0;
+}
+KP_EXPORT int fstatfs64(int fd, struct statfs64 *sf) { return fstatfs(fd, (struct statfs *)sf); }
+
+void kp_to_statfs(const struct statvfs *sv, struct statfs *sf) { to_statfs(sv, sf); }
+
+/* ---- ioctl (mmap is map.c's) ---- */
+
+KP_EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	struct kp_fd *e = kp_get(fd);
+	if (!e)
+		return REAL(ioctl)(fd, req, arg);
+	if (req == FIONREAD) {
+		struct stat st;
+		int r = kura_fstat(FS(e), e->kfd, &st);
+		if (r < 0)
+			return (int)kp_ret(r);
+		off_t pos = kura_lseek(FS(e), e->kfd, 0, SEEK_CUR);
+		*(int *)arg = pos < st.st_size ? (int)(st.st_size - pos) : 0;
+		return 0;
+	}
+	if (req == FICLONE || req == FICLONERANGE)
+		return kp_unsupported("ioctl FICLONE", EOPNOTSUPP);
+	errno = ENOTTY;
+	return -1;
+}
+
+/* A kura file is never a terminal.  The kernel would say so too (ENOTTY on
+ * the memfd), but answering here keeps placeholders free of any syscall. */
+#include <termios.h>
+KP_EXPORT int isatty(int fd)
+{
+	if (!kp_get(fd))
+		return REAL(isatty)(fd);
+	errno = ENOTTY;
+	return 0;
+}
+KP_EXPORT int tcgetattr(int fd, struct termios *t)
+{
+	if (!kp_get(fd))
+		return REAL(tcgetattr)(fd, t);
+	errno = ENOTTY;
+	return -1;
+}
