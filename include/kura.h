@@ -341,8 +341,10 @@ int kura_in_operation(kura_fs *fs);
 int kura_map_fd(kura_fs *fs, int *writable);
 /* For file blocks [first, first + n) of a pinned inode, the pool offsets
  * to map (0: a hole, or past the end of the file), allocating blocks for
- * holes below the end of the file when alloc (a full pool: -ENOSPC).
- * Returns the file's size or -errno. */
+ * holes below the end of the file when alloc (-ENOSPC, with none taken,
+ * if they would not all fit).  offs NULL: only the allocation, for a
+ * whole map before it is covered piece by piece.  Returns the file's size
+ * or -errno. */
 int64_t kura_map_blocks(kura_fs *fs, uint64_t ino, uint64_t first, uint64_t n, int alloc, uint64_t *offs);
 /* Stores made through a map of file blocks [first, first + n): with
  * KURA_MAP_RECORD they become part of the pool's history as a transaction

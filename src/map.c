@@ -138,10 +138,37 @@ static void fill_hole(kura_fs *fs, uint64_t ino, uint64_t fb, uint64_t b, int ho
 		journal_mark_dirty(fs->tx.j, block_off(b), KURA_BLOCK);
 }
 
+/* -ENOSPC if filling the holes of the range would not fit in the free
+ * blocks (with their map nodes): refused before any is taken, so a map
+ * the pool cannot hold leaves the pool as it was. */
+static int holes_fit(kura_fs *fs, uint64_t ino, uint64_t first, uint64_t n)
+{
+	uint64_t holes = 0;
+	int err = 0;
+	fs_lock_for_read(fs);
+	const struct kura_inode *ip = ino_get(fs, ino);
+	uint64_t end = ip ? (ip->size + KURA_BLOCK - 1) >> KURA_BLOCK_SHIFT : 0;
+	for (uint64_t fb = first; fb < first + n && fb < end; fb++)
+		holes += !bmap_get(fs, ip, fb);
+	if (holes && holes + holes / (MAP_FANOUT - 1) + MAP_MAX_HEIGHT > alloc_free_count(fs))
+		err = -ENOSPC;
+	fs_unlock_for_read(fs);
+	return err;
+}
+
 int64_t kura_map_blocks(kura_fs *fs, uint64_t ino, uint64_t first, uint64_t n, int alloc, uint64_t *offs)
 {
-	int err = alloc && !fs->read_only ? each_block(fs, ino, first, n, 0, fill_hole) : 0;
-	return err ? err : lookup(fs, ino, first, n, offs);
+	int err = alloc && !fs->read_only ? holes_fit(fs, ino, first, n) : 0;
+	if (!err && alloc && !fs->read_only)
+		err = each_block(fs, ino, first, n, 0, fill_hole);
+	if (err || offs)
+		return err ? err : lookup(fs, ino, first, n, offs);
+	int64_t size = 0;
+	FS_READ(fs, size, {
+		const struct kura_inode *ip = ino_get(fs, ino);
+		size = ip ? (int64_t)ip->size : -EBADF;
+	});
+	return size;
 }
 
 static void note_stores(kura_fs *fs, uint64_t ino, uint64_t fb, uint64_t b, int how)

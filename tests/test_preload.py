@@ -291,6 +291,36 @@ def test_mapped_blocks_pinned_then_given_back(env, tmp_path):
     assert f.returncode == 0, f.stdout + f.stderr
 
 
+def test_shared_map_beyond_the_pool_fails_with_enomem(tmp_path):
+    """Holes in a writable shared map get blocks at mmap time, so a map the
+    pool cannot hold fails there (ENOMEM, as Linux's mmap does when it
+    cannot), not with a SIGBUS at some later store; and nothing is lost."""
+    pool = Path(f"/dev/shm/kura-mapfull-{TAG}.pool")
+    subprocess.run([KURA_BIN, "mkfs", str(pool), "--size", "16M"], check=True, capture_output=True)
+    prog = ("import mmap, os, errno\n"
+            "fd = os.open('/kura/big', os.O_RDWR | os.O_CREAT, 0o644)\n"
+            "os.ftruncate(fd, 64 << 20)\n"
+            "try:\n"
+            "    mmap.mmap(fd, 0)\n"
+            "    print('mapped')\n"
+            "except OSError as e:\n"
+            "    print(errno.errorcode[e.errno])\n"
+            "print(os.fstat(fd).st_blocks)\n"
+            "small = os.open('/kura/small', os.O_RDWR | os.O_CREAT, 0o644)\n"
+            "os.write(small, b'still works')\n"
+            "print(os.pread(small, 11, 0))\n")
+    try:
+        e = dict(os.environ)
+        e.pop("LD_PRELOAD", None)
+        r = subprocess.run([KURA_BIN, "run", "--pool", str(pool), "--", "python3", "-c", prog], env=e,
+                           capture_output=True, text=True, timeout=60)
+        assert r.stdout == "ENOMEM\n0\nb'still works'\n", r.stdout + r.stderr  # no block taken
+        f = subprocess.run([KURA_BIN, "fsck", str(pool)], capture_output=True, text=True)
+        assert f.returncode == 0, f.stdout + f.stderr
+    finally:
+        pool.unlink()
+
+
 def test_kill_while_mapped(env, tmp_path):
     prog = tmp_path / "killed.py"
     prog.write_text("import mmap, os, sys\n"

@@ -179,9 +179,12 @@ static void *map_shared(void *addr, size_t len, int prot, int flags, struct kp_f
 		goto unpin;
 	}
 	kp_map_fixed(); /* a MAP_FIXED map may have replaced readable pages */
-	/* Holes get blocks now, so that a full pool fails the mmap (ENOMEM,
-	 * as Linux) rather than a store later. */
-	err = cover(&m, 0, m.len / PAGE, 1);
+	/* Holes get blocks now, all or none, so that a full pool fails the
+	 * mmap (ENOMEM, as Linux) rather than a store later. */
+	int writable;
+	kura_map_fd(fs, &writable);
+	int64_t sized = kura_map_blocks(fs, m.ino, m.off / PAGE, m.len / PAGE, writable, NULL);
+	err = sized < 0 ? (int)sized : cover(&m, 0, m.len / PAGE, 1);
 	if (!err) {
 		pthread_mutex_lock(&maps_lock);
 		err = add_map(&m);
