@@ -5,7 +5,7 @@ CTEST = ctest --output-on-failure -j2
 # The nested makes CMake runs would otherwise announce every directory change.
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps build check check-release check-asan check-tsan demo bench bench-durable bench-maps model-long crash-full fuzz-long pjdfstest sqlite-full clean
+.PHONY: all deps build check check-release check-asan check-tsan demo bench bench-durable bench-maps model-long crash-full fuzz-long pjdfstest sqlite-full install clean
 
 all: deps build
 
@@ -89,6 +89,13 @@ sqlite-full: all
 # cargo the first time.
 pjdfstest: all
 	scripts/pjdfstest.sh
+
+# Installs bin/kura, lib/libkura.so (with its soname), lib/libkura_core.a,
+# include/kura.h, the pkg-config file, man pages and bash completion under
+# PREFIX (default /usr/local); DESTDIR stages it elsewhere, as packagers do.
+PREFIX ?= /usr/local
+install: build
+	DESTDIR=$(DESTDIR) cmake --install build --prefix $(PREFIX)
 
 clean:
 	rm -rf build build-asan build-tsan

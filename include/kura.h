@@ -357,6 +357,8 @@ int64_t kura_map_blocks(kura_fs *fs, uint64_t ino, uint64_t first, uint64_t n, i
 int kura_map_sync(kura_fs *fs, uint64_t ino, uint64_t first, uint64_t n, int how);
 
 /* ---- pool-wide -------------------------------------------------------- */
+/* The pool format version this library writes (and the newest it reads). */
+unsigned kura_format_version(void);
 
 struct kura_info {
 	uint32_t format_version;

@@ -850,6 +850,11 @@ int kura_statvfs(kura_fs *fs, struct statvfs *sv)
 	return 0;
 }
 
+unsigned kura_format_version(void)
+{
+	return KURA_VERSION;
+}
+
 int kura_info(kura_fs *fs, struct kura_info *info)
 {
 	const struct kura_state *st = fs_state(fs);

@@ -55,7 +55,13 @@ static int find_lib(char *out, size_t len)
 		*slash = '\0';
 	if (snprintf(out, len, "%s/lib/libkura.so", self) >= (int)len)
 		return -1;
-	return access(out, R_OK);
+	if (access(out, R_OK) == 0)
+		return 0;
+#ifdef KURA_INSTALLED_LIB
+	if (access(KURA_INSTALLED_LIB, R_OK) == 0 && snprintf(out, len, "%s", KURA_INSTALLED_LIB) < (int)len)
+		return 0;
+#endif
+	return -1;
 }
 
 static pid_t child;

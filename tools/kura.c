@@ -29,7 +29,7 @@ static const struct command commands[] = {
 	  "Create a pool file.  SIZE is bytes or a number with a binary suffix:\n"
 	  "K, M, G, T (also KiB, MiB, GiB, TiB); case does not matter.  Without\n"
 	  "--size the pool is 1 GiB (sparse).  A new pool file is made with MODE\n"
-	  "(octal, before the umask; default 0600: its owner's alone; 0660 shares\n"
+	  "(octal, exactly, the umask not applied; default 0600: its owner's alone; 0660 shares\n"
 	  "it with a group, who can then read and change every file in it).  An\n"
 	  "existing non-empty file is only overwritten with --force, and a pool\n"
 	  "that a process has mounted never is.  Without POOL the default pool is\n"
@@ -95,7 +95,7 @@ static void print_usage(FILE *out)
 	      "$XDG_DATA_HOME/kura/default.pool or ~/.local/share/kura/default.pool.\n"
 	      "An operand without ':' names a pool's root directory.\n"
 	      "\n"
-	      "Run 'kura COMMAND --help' for details of one command.\n",
+	      "Run 'kura COMMAND --help' for details of one command; 'kura --version' for the version.\n",
 	      out);
 }
 
@@ -434,6 +434,13 @@ int main(int argc, char **argv)
 	if (argc < 2) {
 		print_usage(stderr);
 		return CLI_EXIT_USAGE;
+	}
+	if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+#ifndef KURA_VERSION_STRING
+#define KURA_VERSION_STRING "unknown"
+#endif
+		printf("kura %s (pool format %u)\n", KURA_VERSION_STRING, kura_format_version());
+		return CLI_EXIT_OK;
 	}
 	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
 	    strcmp(argv[1], "help") == 0) {
