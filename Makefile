@@ -79,8 +79,8 @@ fuzz-long: build
 	cd build/scratch/fuzz-long && nice -n 19 ../../fuzz/pool_fuzz -runs=$(FUZZ_RUNS) -timeout=20 \
 	  -rss_limit_mb=2048 -max_len=512 -print_final_stats=1 -artifact_prefix=./ new ../../../fuzz/corpus
 
-# SQLite's whole test suite (all.test) on tmpfs and under kura; make check
-# runs veryquick.  Hours, not minutes.
+# SQLite's full test suite (full.test: every test once, its fulltestonly)
+# on tmpfs and under kura; make check runs veryquick.  Hours, not minutes.
 sqlite-full: all
 	scripts/sqlite-testfixture.sh full
 

@@ -3,7 +3,12 @@
 # tmpfs and under `kura run` on a memory pool, side by side; exits 1 if the
 # sets of failing tests differ, and prints both counts and the difference.
 #
-#   scripts/sqlite-testfixture.sh [veryquick|full]   (make check; make sqlite-full)
+#   scripts/sqlite-testfixture.sh [veryquick|full|all]
+#
+# veryquick (make check): the quick tests without the malloc and I/O-error
+# simulations, minutes.  full (make sqlite-full): every test once, as
+# SQLite's `make fulltestonly`.  all: every test under every permutation
+# (SQLite's `make fulltest`), many hours.
 #
 # testfixture refuses to run as root (and root would pass its permission
 # tests wrongly), so both runs are a user of their own, "tests" (made here
@@ -12,7 +17,7 @@
 set -euo pipefail
 
 suite=${1:-veryquick}
-case $suite in veryquick | full) ;; *) echo "sqlite-testfixture: unknown suite '$suite'" >&2; exit 2 ;; esac
+case $suite in veryquick | full | all) ;; *) echo "sqlite-testfixture: unknown suite '$suite'" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 kura=${KURA_BIN:-$root/build/bin/kura}
 out=${SQLITE_TF_DIR:-$root/build/sqlite-tf}
@@ -46,7 +51,6 @@ mkdir "$tmpdir"
 chown tests: "$tmpdir"
 as_tests "$kura" mkfs "$pool" --size 4G >/dev/null
 test_file=$src/test/$suite.test
-[ "$suite" = full ] && test_file=$src/test/all.test
 
 # The two runs side by side, one per core: the suite is single-threaded.
 start=$(date +%s)
