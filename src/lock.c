@@ -10,7 +10,7 @@
 #include "lock.h"
 #include "shm.h"
 
-#define LOCKTAB_MAGIC 0x6b6c62617472756cull /* ...6b: open slots without map counts */
+#define LOCKTAB_MAGIC 0x6b6c62617472756dull /* ...6b: open slots without map counts; 6c: no maps_total */
 
 static int init_table(struct locktab *t)
 {
@@ -230,8 +230,10 @@ struct lock_open_slot *lock_slot(struct lockh *h, uint64_t ino)
 int lock_map_inc(struct lockh *h, uint64_t ino)
 {
 	int err = lock_open_inc(h, ino);
-	if (!err)
+	if (!err) {
 		lock_slot(h, ino)->maps++;
+		h->t->maps_total++;
+	}
 	return err;
 }
 
@@ -241,6 +243,7 @@ uint64_t lock_map_dec(struct lockh *h, uint64_t ino)
 	if (!s || !s->maps)
 		return 0;
 	uint64_t left = --s->maps;
+	h->t->maps_total--;
 	lock_open_dec(h, ino);
 	return left;
 }

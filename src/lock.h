@@ -32,6 +32,7 @@ struct locktab {
 	pthread_mutex_t mutex;
 	uint64_t seq;
 	uint64_t open_used;
+	uint64_t maps_total;   /* shared maps of any inode: 0 lets writes skip the slot lookup */
 	struct lock_open_slot {
 		uint64_t ino, count;
 		uint64_t maps;                   /* of count, how many are shared maps */

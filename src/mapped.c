@@ -35,8 +35,8 @@ static uint64_t make_holder(struct kura_fs *fs, struct lock_open_slot *s)
 
 void mapped_release(struct kura_fs *fs, uint64_t ino, uint64_t first, uint64_t last)
 {
-	struct lock_open_slot *s = lock_slot(&fs->lk, ino);
-	if (s && s->maps) {
+	struct lock_open_slot *s = inode_mapped(fs, ino) ? lock_slot(&fs->lk, ino) : NULL;
+	if (s) {
 		uint64_t h = make_holder(fs, s);
 		if (!h) {
 			tx_fail(&fs->tx, -ENOSPC);

@@ -19,9 +19,10 @@
 #include <stdint.h>
 #include "fs.h"
 
+/* Every write asks, so the common answer (no map anywhere) costs one load. */
 static inline int inode_mapped(struct kura_fs *fs, uint64_t ino)
 {
-	return lock_maps(&fs->lk, ino) != 0;
+	return fs->lk.t->maps_total && lock_maps(&fs->lk, ino) != 0;
 }
 
 /* Frees file blocks [first, last) of ino, or, if it is mapped, gives the
