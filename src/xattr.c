@@ -211,6 +211,21 @@ static int target(struct kura_fs *fs, int dirfd, const char *path, int flags, ui
 	return ret;
 }
 
+/* name's value from a loaded blob into value (size 0: only its length, as
+ * getxattr(2) asks); -ENODATA, -ERANGE. */
+static ssize_t value_of(uint8_t *buf, const char *name, void *value, size_t size)
+{
+	size_t at;
+	struct xa_rec *r = find(buf, name, strlen(name), &at);
+	if (!r)
+		return -ENODATA;
+	if (size && size < r->value_len)
+		return -ERANGE;
+	if (size)
+		memcpy(value, (char *)(r + 1) + r->name_len, r->value_len);
+	return (ssize_t)r->value_len;
+}
+
 /* The blob of the inode a call names, after the permission check for name
  * (none for a listing, name NULL). */
 static int blob_of(struct kura_fs *fs, int dirfd, const char *path, int flags, const char *name, int write,
@@ -239,19 +254,8 @@ ssize_t kura_getxattrat(kura_fs *fs, int dirfd, const char *path, const char *na
 	uint64_t ino;
 	const struct kura_inode *ip;
 	ssize_t ret = blob_of(fs, dirfd, path, flags, name, 0, buf, &ino, &ip);
-	if (!ret) {
-		size_t at;
-		struct xa_rec *r = find(buf, name, strlen(name), &at);
-		if (!r)
-			ret = -ENODATA;
-		else if (size && size < r->value_len)
-			ret = -ERANGE;
-		else {
-			if (size)
-				memcpy(value, (char *)(r + 1) + r->name_len, r->value_len);
-			ret = (ssize_t)r->value_len;
-		}
-	}
+	if (!ret)
+		ret = value_of(buf, name, value, size);
 	fs_unlock_for_read(fs);
 	return ret;
 }
@@ -451,14 +455,7 @@ ssize_t xattr_get_raw(const struct kura_fs *fs, uint64_t ino, const char *name, 
 	static __thread uint8_t buf[XA_MAX_BLOB];
 	if (load(fs, ino, buf))
 		return -EUCLEAN;
-	size_t at;
-	struct xa_rec *r = find(buf, name, strlen(name), &at);
-	if (!r)
-		return -ENODATA;
-	if (r->value_len > size)
-		return -ERANGE;
-	memcpy(value, (char *)(r + 1) + r->name_len, r->value_len);
-	return (ssize_t)r->value_len;
+	return size ? value_of(buf, name, value, size) : -ERANGE;
 }
 
 int xattr_set_raw(struct kura_fs *fs, uint64_t ino, const char *name, const void *value, size_t size)

@@ -338,30 +338,29 @@ static void note_prot(void *addr, size_t len, int prot)
 	pthread_mutex_unlock(&maps_lock);
 }
 
-KP_EXPORT int mprotect(void *addr, size_t len, int prot)
+/* mprotect and pkey_mprotect (with_pkey): the refusal above, the kernel's
+ * call, and the table kept in step. */
+static int protect(void *addr, size_t len, int prot, int with_pkey, int pkey)
 {
 	if (!protect_ok(addr, len, prot)) {
 		errno = EACCES;
 		return -1;
 	}
-	int r = REAL(mprotect)(addr, len, prot);
+	int r = with_pkey ? REAL(pkey_mprotect)(addr, len, prot, pkey) : REAL(mprotect)(addr, len, prot);
 	if (r == 0 && __atomic_load_n(&nmaps, __ATOMIC_RELAXED))
 		note_prot(addr, len, prot);
 	kp_map_fixed();
 	return r;
 }
 
+KP_EXPORT int mprotect(void *addr, size_t len, int prot)
+{
+	return protect(addr, len, prot, 0, 0);
+}
+
 KP_EXPORT int pkey_mprotect(void *addr, size_t len, int prot, int pkey)
 {
-	if (!protect_ok(addr, len, prot)) {
-		errno = EACCES;
-		return -1;
-	}
-	int r = REAL(pkey_mprotect)(addr, len, prot, pkey);
-	if (r == 0 && __atomic_load_n(&nmaps, __ATOMIC_RELAXED))
-		note_prot(addr, len, prot);
-	kp_map_fixed();
-	return r;
+	return protect(addr, len, prot, 1, pkey);
 }
 
 /* A kura map spans several kernel mappings, which the kernel's mremap
