@@ -25,7 +25,7 @@
 
 enum wk_kind {
 	K_CREAT, K_MKNOD, K_MKDIR, K_RMDIR, K_WRITE, K_PWRITE, K_FTRUNC, K_TRUNC, K_FALLOC, K_LINK, K_UNLINK,
-	K_RENAME, K_SYMLINK, K_FSYNC, K_CHMOD, K_CLOSE, K_OPEN, K_CLOSE_AUTO, K_MAPWRITE, K_SETXATTR, K_RMXATTR, K_SETACL,
+	K_RENAME, K_SYMLINK, K_FSYNC, K_CHMOD, K_CLOSE, K_OPEN, K_CLOSE_AUTO, K_MAPWRITE, K_SETXATTR, K_RMXATTR, K_SETACL, K_PINTRUNC,
 };
 
 struct wk_op {
@@ -110,6 +110,9 @@ static const struct wk_op wk_table[] = {
 	 * The file model only (wk_model_ok); page by page (wk_mapwrite_mixes). */
 	{ "mapwrite:foo:10@100", K_MAPWRITE, 0, 0, 0, 100, 10, 0 },
 	{ "mapwrite:foo:6k@1000", K_MAPWRITE, 0, 0, 0, 1000, 6144, 0 },
+	/* A truncation while the file is mapped: its blocks go to a holder
+	 * orphan (src/mapped.h), freed at the unpin, or by recovery. */
+	{ "pintrunc:foo:100", K_PINTRUNC, 0, 0, 0, 100, 0, 0 },
 	/* Extended attributes: the first makes the pool's attribute directory,
 	 * a second on the same file rewrites its blob, a big one moves it. */
 	{ "setxattr:foo:user.a", K_SETXATTR, "foo", "user.a", 0, 0, 10, 0 },
@@ -377,6 +380,15 @@ static long wk_run(kura_fs *fs, struct wk_ctx *c, const struct wk_op *op)
 		wk_pattern(buf, op->len, c->seq, op->off);
 		r = wk_mapwrite(fs, wk_fd(c, op->slot), op->off, op->len, buf);
 		break;
+	case K_PINTRUNC: {
+		uint64_t ino;
+		r = kura_map_pin(fs, wk_fd(c, op->slot), 1, &ino);
+		if (!r) {
+			r = kura_ftruncate(fs, wk_fd(c, op->slot), op->off);
+			kura_map_unpin(fs, ino);
+		}
+		break;
+	}
 	case K_CLOSE_AUTO:
 		for (int s = 0; s < WK_SLOTS; s++)
 			if (c->fd[s] >= 0) {
