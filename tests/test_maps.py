@@ -1,0 +1,236 @@
+"""Shared maps of kura files through the interposition layer (src/preload/map.c):
+coherence with tmpfs, across processes, on memory and disk pools; real
+programs that map (SQLite WAL with mmap_size, LMDB, RocksDB, Python);
+pinning, ENOMEM, kill -9 and msync durability.  Run through ctest."""
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from preload_common import env  # noqa: F401 (the fixture)
+from preload_common import HERE, KURA_BIN, KURA_BUILD, KURA_LIB, TAG, bash_as_on_tmpfs, make_base, run_both
+
+
+def test_mmap(env):
+    (_, out0), (_, out1) = run_both(env, "mmap", lambda b: [env["calls"], "mmap", b])
+    assert out0 == "mmap mapped\n"
+    assert out1 == out0
+
+
+PY_MMAP = r"""
+import mmap, os, sys, subprocess
+p = sys.argv[1] + "/m"
+fd = os.open(p, os.O_RDWR | os.O_CREAT, 0o644)
+os.ftruncate(fd, 3 * 4096)
+m = mmap.mmap(fd, 0)
+m[0:5] = b"hello"
+# another process reads what the map stored, with read()
+print(subprocess.run(["head", "-c", "5", p], capture_output=True).stdout)
+# and stores through its own map, which this one sees
+subprocess.run([sys.executable, "-c",
+    "import mmap,os,sys; f=os.open(sys.argv[1], os.O_RDWR); n=mmap.mmap(f, 0); n[4096:4099]=b'abc'; n.flush()", p])
+print(m[4096:4099], os.pread(fd, 3, 4096))
+m.resize(5 * 4096)
+m[5 * 4096 - 1] = 0x7a
+print(os.fstat(fd).st_size, os.pread(fd, 1, 5 * 4096 - 1))
+m.close()
+os.unlink(p)
+"""
+
+
+def test_python_mmap_across_processes(env, tmp_path):
+    prog = tmp_path / "pymmap.py"
+    prog.write_text(PY_MMAP)
+    (rc0, out0), (rc1, out1) = run_both(env, "pymmap", lambda b: ["python3", str(prog), b])
+    assert rc0 == 0 and "b'abc' b'abc'" in out0, out0
+    assert (rc1, out1) == (rc0, out0)
+
+
+SQLITE_WAL = r"""
+cd "$B"
+sqlite3 db 'pragma journal_mode=wal; pragma mmap_size=268435456; create table t(x); insert into t values(0);'
+(echo 'pragma busy_timeout=10000; pragma mmap_size=268435456;'; seq 1 300 | sed 's/.*/insert into t values(&);/') | sqlite3 db &
+(echo 'pragma busy_timeout=10000; pragma mmap_size=268435456;'; seq 1 300 | sed 's/.*/insert into t values(-&);/') | sqlite3 db &
+for i in $(seq 20); do sqlite3 db 'pragma busy_timeout=10000; pragma mmap_size=268435456; select count(*) >= 1 from t;'; done | sort | uniq -c
+wait
+sqlite3 db 'pragma mmap_size=268435456; select count(*), sum(x), sum(abs(x)) from t; pragma integrity_check;'
+"""
+
+
+@pytest.mark.skipif(not shutil.which("sqlite3"), reason="sqlite3 is not installed")
+def test_sqlite_wal_with_mmap_two_writers(env):
+    bash_as_on_tmpfs(env, "sqlitewal", SQLITE_WAL, "601|0|90300")
+
+
+@pytest.mark.parametrize("sync", ["op", "fsync"])
+def test_shared_maps_on_a_disk_pool(env, tmp_path, sync):
+    """The same program as test_small_programs[shared_maps], on the file
+    back end (a working copy and a journal) in both durability modes."""
+    exe = tmp_path / "shared_maps"
+    subprocess.run(["gcc", "-O2", "-o", str(exe), str(HERE / "preload" / "shared_maps.c")], check=True)
+    base, _ = make_base(env, "tmpfs", f"maps-disk-{sync}")
+    ref = subprocess.run([str(exe), base], capture_output=True, text=True, timeout=60)
+    pool = Path(KURA_BUILD or tmp_path) / f"maps-{TAG}-{sync}.pool"
+    subprocess.run([KURA_BIN, "mkfs", str(pool), "--size", "64M", "--force"], check=True, capture_output=True)
+    try:
+        e = dict(os.environ, KURA_SYNC=sync)
+        e.pop("LD_PRELOAD", None)
+        r = subprocess.run([KURA_BIN, "run", "--pool", str(pool), "--", "bash", "-c", f"mkdir /kura/m && {exe} /kura/m"],
+                           env=e, capture_output=True, text=True, timeout=60)
+        assert (r.returncode, r.stdout.replace("/kura/m", base)) == (ref.returncode, ref.stdout), r.stderr
+        f = subprocess.run([KURA_BIN, "fsck", str(pool)], capture_output=True, text=True)
+        assert f.returncode == 0, f.stdout + f.stderr
+    finally:
+        pool.unlink()
+
+
+def test_msync_makes_map_stores_durable_on_a_disk_pool(tmp_path):
+    """A process stores through a map of a file on a disk pool, msyncs,
+    and dies; the machine "crashes" (its shared memory, the working copy,
+    is gone).  The next mount replays the journal: the synced stores are
+    there."""
+    pool = Path(KURA_BUILD or tmp_path) / f"msync-{TAG}.pool"
+    subprocess.run([KURA_BIN, "mkfs", str(pool), "--size", "64M", "--force"], check=True, capture_output=True)
+    prog = ("import mmap, os\n"
+            "fd = os.open('/kura/f', os.O_RDWR | os.O_CREAT, 0o644)\n"
+            "os.ftruncate(fd, 3 * 4096)\n"
+            "m = mmap.mmap(fd, 0)\n"
+            "m[4096:4104] = b'durable!'\n"
+            "m.flush()\n"
+            "m[0:4] = b'lost'\n"
+            "os.kill(os.getpid(), 9)\n")
+    try:
+        # Not under `kura run`, which would write the working copy home
+        # once its command died.
+        e = dict(os.environ, KURA_SYNC="fsync", LD_PRELOAD=KURA_LIB, KURA_POOL=str(pool), KURA_MOUNT="/kura")
+        r = subprocess.run(["python3", "-c", prog], env=e, capture_output=True, text=True, timeout=60)
+        assert r.returncode == -9, r.stdout + r.stderr
+        st = pool.stat()
+        for leftover in Path("/dev/shm").glob(f"kura-*-{st.st_dev:x}-{st.st_ino:x}"):
+            leftover.unlink()  # what a crash of the machine takes
+        c = subprocess.run([KURA_BIN, "cat", f"{pool}:/f"], capture_output=True, timeout=60)
+        assert c.returncode == 0, c.stderr
+        assert c.stdout[4096:4104] == b"durable!", c.stdout[4090:4110]
+        assert c.stdout[0:4] == b"\0" * 4, c.stdout[0:4]  # never synced: the crash took it
+        f = subprocess.run([KURA_BIN, "fsck", str(pool)], capture_output=True, text=True)
+        assert f.returncode == 0, f.stdout + f.stderr
+    finally:
+        pool.unlink()
+
+
+MAP_SPACE = r"""
+import mmap, os, sys
+b = sys.argv[1]
+free = lambda: os.statvfs(b).f_bfree
+def cycle():
+    before = free()
+    fd = os.open(b + "/s", os.O_RDWR | os.O_CREAT, 0o644)
+    os.write(fd, b"x" * (256 * 4096))
+    m = mmap.mmap(fd, 0)
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:  # its map, inherited, is not the truncating process's
+        os.read(r, 1)
+        os._exit(0 if m[4096 * 100] == ord("x") else 1)
+    os.ftruncate(fd, 0)   # the maps' blocks must not be reused while they exist
+    held = before - free()
+    os.ftruncate(fd, 4096)
+    os.pwrite(fd, b"y" * 4096 * 64, 4096)  # new blocks, not the mapped ones
+    os.write(w, b"!")
+    print("held", held >= 256, "other map keeps its bytes", os.waitpid(child, 0)[1] == 0)
+    m.close()
+    os.close(fd)
+    os.unlink(b + "/s")
+    return free()
+# The first round may leave an inode block for later files; the second
+# must give back all it took.
+first = cycle()
+print("given back", cycle() == first)
+"""
+
+
+def test_mapped_blocks_pinned_then_given_back(env, tmp_path):
+    prog = tmp_path / "space.py"
+    prog.write_text(MAP_SPACE)
+    base, e = make_base(env, "kura", "mapspace")
+    r = subprocess.run(["python3", str(prog), base], env=e, capture_output=True, text=True, timeout=60)
+    assert r.stdout == "held True other map keeps its bytes True\n" * 2 + "given back True\n", r.stdout + r.stderr
+    f = subprocess.run([KURA_BIN, "fsck", env["pool"]], capture_output=True, text=True)
+    assert f.returncode == 0, f.stdout + f.stderr
+
+
+def test_shared_map_beyond_the_pool_fails_with_enomem(tmp_path):
+    """Holes in a writable shared map get blocks at mmap time, so a map the
+    pool cannot hold fails there (ENOMEM, as Linux's mmap does when it
+    cannot), not with a SIGBUS at some later store; and nothing is lost."""
+    pool = Path(f"/dev/shm/kura-mapfull-{TAG}.pool")
+    subprocess.run([KURA_BIN, "mkfs", str(pool), "--size", "16M"], check=True, capture_output=True)
+    prog = ("import mmap, os, errno\n"
+            "fd = os.open('/kura/big', os.O_RDWR | os.O_CREAT, 0o644)\n"
+            "os.ftruncate(fd, 64 << 20)\n"
+            "try:\n"
+            "    mmap.mmap(fd, 0)\n"
+            "    print('mapped')\n"
+            "except OSError as e:\n"
+            "    print(errno.errorcode[e.errno])\n"
+            "print(os.fstat(fd).st_blocks)\n"
+            "small = os.open('/kura/small', os.O_RDWR | os.O_CREAT, 0o644)\n"
+            "os.write(small, b'still works')\n"
+            "print(os.pread(small, 11, 0))\n")
+    try:
+        e = dict(os.environ)
+        e.pop("LD_PRELOAD", None)
+        r = subprocess.run([KURA_BIN, "run", "--pool", str(pool), "--", "python3", "-c", prog], env=e,
+                           capture_output=True, text=True, timeout=60)
+        assert r.stdout == "ENOMEM\n0\nb'still works'\n", r.stdout + r.stderr  # no block taken
+        f = subprocess.run([KURA_BIN, "fsck", str(pool)], capture_output=True, text=True)
+        assert f.returncode == 0, f.stdout + f.stderr
+    finally:
+        pool.unlink()
+
+
+def test_kill_while_mapped(env, tmp_path):
+    prog = tmp_path / "killed.py"
+    prog.write_text("import mmap, os, sys\n"
+                    "fd = os.open(sys.argv[1] + '/k', os.O_RDWR | os.O_CREAT, 0o644)\n"
+                    "os.ftruncate(fd, 1 << 20)\n"
+                    "m = mmap.mmap(fd, 0)\n"
+                    "os.unlink(sys.argv[1] + '/k')\n"
+                    "m[:6] = b'killed'\n"
+                    "os.kill(os.getpid(), 9)\n")
+    base, e = make_base(env, "kura", "killmapped")
+    r = subprocess.run(["python3", str(prog), base], env=e, capture_output=True, text=True, timeout=60)
+    assert r.returncode == -9, r.stderr
+    ls = subprocess.run(["ls", "-A", base], env=e, capture_output=True, text=True)
+    assert ls.stdout == "", ls.stdout
+    f = subprocess.run([KURA_BIN, "fsck", env["pool"]], capture_output=True, text=True)
+    assert f.returncode == 0, f.stdout + f.stderr
+
+
+LMDB = r"""
+cd "$B"
+mkdir db
+seq 1 3000 | awk 'BEGIN{print "VERSION=3\nformat=print\ntype=btree\nHEADER=END"} {print " key" $1; print " value" $1} END{print "DATA=END"}' > dump
+mdb_load -f dump db
+mdb_stat db | grep -i entries
+mdb_dump -p db | md5sum
+mdb_dump -p db | grep -c value
+"""
+
+
+@pytest.mark.skipif(not shutil.which("mdb_load"), reason="lmdb-utils is not installed")
+def test_lmdb(env):
+    bash_as_on_tmpfs(env, "lmdb", LMDB, "3000")
+
+
+DB_BENCH = r"""
+db_bench --db="$B/rdb" --benchmarks=fillseq,overwrite,readrandom,readseq --num=20000 --mmap_read=1 \
+  --compression_type=none --seed=7 --threads=1 2>&1 | grep -E '^readrandom|rror' | sed 's/:.*(/: (/'
+"""
+
+
+@pytest.mark.skipif(not shutil.which("db_bench"), reason="rocksdb-tools is not installed")
+def test_rocksdb_db_bench_with_mmap_reads(env):
+    bash_as_on_tmpfs(env, "dbbench", DB_BENCH, "(20000 of 20000 found)")
