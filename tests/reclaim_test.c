@@ -305,6 +305,29 @@ static void repair_gives_back(const char *pool)
 	      (unsigned long long)before, (unsigned long long)after);
 }
 
+/* A pool of an older format `from`: a plain mount refuses it naming the
+ * way, a mount that asks for it upgrades it.  The upgraded mount, or NULL. */
+static kura_fs *upgrading_mount(const char *pool, unsigned from)
+{
+	int err = 0;
+	kura_fs *fs = kura_mount(pool, NULL, &err);
+	CHECK(!fs && err == -EPROTONOSUPPORT && strstr(kura_last_error(), "older") &&
+		      strstr(kura_last_error(), "kura upgrade"),
+	      "a plain mount of format %u says how to upgrade: %d, %s", from, err, kura_last_error());
+	if (fs)
+		kura_unmount(fs);
+	struct kura_mount_opts opts = { .upgrade = 1 };
+	fs = kura_mount(pool, &opts, &err);
+	CHECK(fs != NULL, "upgrading mount of format %u: %s", from, kura_last_error());
+	if (!fs)
+		return NULL;
+	struct kura_info in;
+	kura_info(fs, &in);
+	CHECK(in.format_version == KURA_VERSION, "format version %u after the upgrade from %u", in.format_version,
+	      from);
+	return fs;
+}
+
 /* A pool as format 1 left it (free slots linked one way) is brought up to
  * date by a mount that asks for it: plain mounts refuse it and name the
  * way, the upgrade keeps every file and leaves fsck clean. */
@@ -349,20 +372,9 @@ static void old_format_upgraded(const char *pool)
 	close(fd);
 
 	int err = 0;
-	fs = kura_mount(pool, NULL, &err);
-	CHECK(!fs && err == -EPROTONOSUPPORT && strstr(kura_last_error(), "older") &&
-		      strstr(kura_last_error(), "kura upgrade"),
-	      "a plain mount of format 1 says how to upgrade: %d, %s", err, kura_last_error());
-	if (fs)
-		kura_unmount(fs);
-	struct kura_mount_opts opts = { .upgrade = 1 };
-	fs = kura_mount(pool, &opts, &err);
-	CHECK(fs != NULL, "upgrading mount: %s", kura_last_error());
+	fs = upgrading_mount(pool, 1);
 	if (!fs)
 		return;
-	struct kura_info in;
-	kura_info(fs, &in);
-	CHECK(in.format_version == KURA_VERSION, "format version %u after the upgrade", in.format_version);
 	kura_unmount(fs);
 	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean after the upgrade");
 	fs = kura_mount(pool, NULL, &err);
@@ -415,18 +427,9 @@ static void format2_upgraded(const char *pool)
 	wr(fd, &sb, sizeof sb, 0);
 	wr(fd, &sb, sizeof sb, KURA_BLOCK);
 	close(fd);
-	int err = 0;
-	fs = kura_mount(pool, NULL, &err);
-	CHECK(!fs && err == -EPROTONOSUPPORT && strstr(kura_last_error(), "kura upgrade"),
-	      "a plain mount of format 2 says how to upgrade: %d, %s", err, kura_last_error());
-	struct kura_mount_opts opts = { .upgrade = 1 };
-	fs = kura_mount(pool, &opts, &err);
-	CHECK(fs != NULL, "upgrading mount of format 2: %s", kura_last_error());
+	fs = upgrading_mount(pool, 2);
 	if (!fs)
 		return;
-	struct kura_info in;
-	kura_info(fs, &in);
-	CHECK(in.format_version == KURA_VERSION, "format version %u after the upgrade", in.format_version);
 	struct stat st;
 	CHECK(kura_stat(fs, "/kept", &st) == 0, "the file is kept");
 	CHECK(kura_setxattrat(fs, KURA_AT_ROOT, "/kept", "user.a", "1", 1, 0, 0) == 0,
