@@ -575,6 +575,11 @@ static int fault_in(void *addr)
 		size_t upto = page + 64 < m->len / PAGE ? page + 64 : m->len / PAGE;
 		uint64_t off;
 		kura_fs *fs = kp_fs(m->mnt);
+		/* A fault inside an engine call (kura_write from a map page past
+		 * the end, say) must not look the page up: the lookup may wait
+		 * for the pool mutex this thread holds.  It stays a SIGBUS. */
+		if (fs && kura_in_operation(fs))
+			fs = NULL;
 		int64_t size = fs ? kura_map_blocks(fs, m->ino, m->off / PAGE + page, 1, 0, &off) : -1;
 		if (size > 0 && m->off + (uint64_t)page * PAGE < (uint64_t)size) {
 			int er = errno;
