@@ -31,13 +31,8 @@ struct pcase {
 	const char *abs;  /* its absolute form, if it has one */
 	const char *link; /* the same through a host symlink to W */
 };
-static struct pcase cases[32];
+static struct pcase cases[40];
 static int ncases;
-
-static void add_case(const char *name, const char *path, const char *abs, const char *link)
-{
-	cases[ncases++] = (struct pcase){ name, path, abs, link };
-}
 
 static void must(int ok, const char *what)
 {
@@ -45,6 +40,12 @@ static void must(int ok, const char *what)
 		printf("setup failed: %s: %s\n", what, strerrorname_np(errno));
 		exit(1);
 	}
+}
+
+static void add_case(const char *name, const char *path, const char *abs, const char *link)
+{
+	must(ncases < (int)(sizeof cases / sizeof cases[0]), "room for another case");
+	cases[ncases++] = (struct pcase){ name, path, abs, link };
 }
 
 /* The fixture, made afresh: nothing a call did survives into the next. */
