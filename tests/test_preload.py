@@ -206,12 +206,15 @@ int main(int argc, char **argv) {
     snprintf(lib, sizeof lib, "%s/libx.so", argv[1]);
     snprintf(missing, sizeof missing, "%s/nothere.so", argv[1]);
     snprintf(bad, sizeof bad, "%s/notelf.so", argv[1]);
+    /* First of all, before the program has called dlerror() at all. */
+    void *first = dlopen(bad, RTLD_NOW); say("not ELF, first call", first);
     void *none = dlopen(lib, RTLD_NOW | RTLD_NOLOAD); say("NOLOAD before", none);
     void *a = dlopen(lib, RTLD_NOW); say("first", a);
     void *b = dlopen(lib, RTLD_NOW); say("second", b);
     printf("same handle: %d\n", a == b);
     int *counter = dlsym(a, "counter"); ++*counter;
     int *again = dlsym(b, "counter"); printf("shared globals: %d\n", *again);
+    say("missing symbol", dlsym(a, "no_such_symbol"));
     void *c = dlopen(lib, RTLD_NOW | RTLD_NOLOAD); say("NOLOAD after", c);
     printf("NOLOAD same: %d\n", c == a);
     say("missing", dlopen(missing, RTLD_NOW));
@@ -225,7 +228,8 @@ int main(int argc, char **argv) {
 
 def test_dlopen_from_pool_as_from_disk(env, tmp_path):
     """dlopen of a library in the pool: one object however often it is
-    opened (RTLD_NOLOAD finds it), and dlerror() naming the path asked for."""
+    opened (RTLD_NOLOAD finds it), and dlerror() naming the path asked for,
+    after dlopen and after dlsym."""
     (tmp_path / "lib.c").write_text("int counter;\n")
     (tmp_path / "dl.c").write_text(DLCHECK)
     subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "libx.so"), str(tmp_path / "lib.c")], check=True)

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
@@ -30,8 +31,9 @@ extern char **environ;
  * opened, so each pool file keeps its memfd (while its size and mtime stay
  * the same): a second dlopen of it, or one with RTLD_NOLOAD, finds the
  * same object instead of loading another copy with its own globals.
- * ld.so's messages name what it opened; dlerror() gives them back with the
- * name the program passed instead of /proc/self/fd/N. */
+ * ld.so's messages name what it opened, and go on naming it for the life
+ * of the object (dlsym's "undefined symbol" too); dlerror() gives them back
+ * with the name the program passed instead of /proc/self/fd/N. */
 #define DL_COPIES 64
 static struct dl_copy {
 	dev_t dev;
@@ -40,11 +42,27 @@ static struct dl_copy {
 	struct timespec mtime;
 	int mfd;
 	ino_t mfd_ino; /* a program may close every descriptor: is mfd still ours? */
+	char *name;    /* as the program named it first */
 } dl_copies[DL_COPIES];
 static int dl_ncopies;
 static pthread_mutex_t dl_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread char dl_msg[1024];
 static __thread int dl_msg_pending;
+
+/* Every dl* call clears the error the last one left, dlsym too: resolving
+ * dlerror lazily, between a failed dlopen and the program's dlerror(),
+ * would lose the message.  So it is resolved before any of them. */
+static char *(*real_dlerror)(void);
+__attribute__((constructor)) static void resolve_dlerror(void)
+{
+	real_dlerror = (char *(*)(void))dlsym(RTLD_NEXT, "dlerror");
+}
+
+static void forget_copy(struct dl_copy *c)
+{
+	free(c->name);
+	*c = dl_copies[--dl_ncopies];
+}
 
 static int copy_to_memfd(const char *path)
 {
@@ -79,7 +97,7 @@ static int library_copy(const char *path, int *kept)
 		struct dl_copy *c = &dl_copies[i];
 		struct stat mst;
 		if (REAL(fstat)(c->mfd, &mst) || mst.st_ino != c->mfd_ino) {
-			*c = dl_copies[--dl_ncopies]; /* not ours now: not ours to close either */
+			forget_copy(c); /* not ours now: not ours to close either */
 			i--;
 			continue;
 		}
@@ -92,39 +110,61 @@ static int library_copy(const char *path, int *kept)
 			}
 			/* Changed since: objects loaded from the old copy keep its pages. */
 			REAL(close)(c->mfd);
-			*c = dl_copies[--dl_ncopies];
+			forget_copy(c);
 			break;
 		}
 	}
 	int mfd = copy_to_memfd(path);
 	struct stat mst;
-	if (mfd >= 0 && dl_ncopies < DL_COPIES && !REAL(fstat)(mfd, &mst)) {
-		dl_copies[dl_ncopies++] = (struct dl_copy){ st.st_dev, st.st_ino, st.st_size, st.st_mtim, mfd, mst.st_ino };
+	char *name = mfd >= 0 ? strdup(path) : NULL;
+	if (name && dl_ncopies < DL_COPIES && !REAL(fstat)(mfd, &mst)) {
+		dl_copies[dl_ncopies++] =
+			(struct dl_copy){ st.st_dev, st.st_ino, st.st_size, st.st_mtim, mfd, mst.st_ino, name };
 		*kept = 1;
+	} else {
+		free(name);
 	}
 	pthread_mutex_unlock(&dl_lock);
 	return mfd;
 }
 
-/* ld.so's last message with proc replaced by name, for dlerror(). */
-static void keep_message(const char *proc, const char *name)
+/* The name a program gave the copy in descriptor fd, or NULL. */
+static const char *copy_name(int fd, int extra_fd, const char *extra_name)
 {
-	const char *e = REAL(dlerror)();
-	if (!e)
-		return;
-	size_t plen = strlen(proc), at = 0;
-	for (const char *p = e; *p && at + 1 < sizeof dl_msg;) {
-		if (!strncmp(p, proc, plen) && (p[plen] < '0' || p[plen] > '9')) {
+	if (fd == extra_fd)
+		return extra_name;
+	for (int i = 0; i < dl_ncopies; i++)
+		if (dl_copies[i].mfd == fd)
+			return dl_copies[i].name;
+	return NULL;
+}
+
+/* msg with each /proc/self/fd/N of a copy replaced by the copy's name, into
+ * dl_msg; extra_fd names a copy the table does not hold (or -1). */
+static void rename_copies(const char *msg, int extra_fd, const char *extra_name)
+{
+	static const char proc[] = "/proc/self/fd/";
+	size_t at = 0;
+	pthread_mutex_lock(&dl_lock);
+	for (const char *p = msg; *p && at + 1 < sizeof dl_msg;) {
+		const char *name = NULL;
+		char *end = NULL;
+		if (!strncmp(p, proc, sizeof proc - 1) && p[sizeof proc - 1] >= '0' && p[sizeof proc - 1] <= '9') {
+			long fd = strtol(p + sizeof proc - 1, &end, 10);
+			if (fd >= 0 && fd <= INT_MAX)
+				name = copy_name((int)fd, extra_fd, extra_name);
+		}
+		if (name) {
 			at += (size_t)snprintf(dl_msg + at, sizeof dl_msg - at, "%s", name);
 			if (at >= sizeof dl_msg)
 				at = sizeof dl_msg - 1;
-			p += plen;
+			p = end;
 		} else {
 			dl_msg[at++] = *p++;
 		}
 	}
 	dl_msg[at] = 0;
-	dl_msg_pending = 1;
+	pthread_mutex_unlock(&dl_lock);
 }
 
 KP_EXPORT char *dlerror(void)
@@ -133,7 +173,13 @@ KP_EXPORT char *dlerror(void)
 		dl_msg_pending = 0;
 		return dl_msg;
 	}
-	return REAL(dlerror)();
+	if (!real_dlerror) /* called from a constructor that ran before ours */
+		resolve_dlerror();
+	char *e = real_dlerror();
+	if (!e || !strstr(e, "/proc/self/fd/"))
+		return e;
+	rename_copies(e, -1, NULL);
+	return dl_msg;
 }
 
 KP_EXPORT void *dlopen(const char *file, int mode)
@@ -153,8 +199,13 @@ KP_EXPORT void *dlopen(const char *file, int mode)
 	char proc[64];
 	snprintf(proc, sizeof proc, "/proc/self/fd/%d", mfd);
 	void *h = REAL(dlopen)(proc, mode);
-	if (!h)
-		keep_message(proc, file);
+	if (!h) {
+		const char *e = real_dlerror();
+		if (e) {
+			rename_copies(e, mfd, file);
+			dl_msg_pending = 1;
+		}
+	}
 	if (!kept)
 		REAL(close)(mfd); /* the mapping keeps the memfd's pages */
 	return h;
