@@ -81,8 +81,9 @@ fuzz-long: build
 
 # SQLite's full test suite (full.test: every test once, its fulltestonly)
 # on tmpfs and under kura; make check runs veryquick.  Hours, not minutes.
+# SQLITE_TF_ARGS=--start=FILE goes on from a test file.
 sqlite-full: all
-	scripts/sqlite-testfixture.sh full
+	scripts/sqlite-testfixture.sh full $(SQLITE_TF_ARGS)
 
 # The POSIX suite pjdfstest on tmpfs and under kura (memory and file pools),
 # as root; fails for any test failing under kura only.  Installs it with

@@ -3,8 +3,10 @@
 # tmpfs and under `kura run` on a memory pool, side by side; exits 1 if the
 # sets of failing tests differ, and prints both counts and the difference.
 #
-#   scripts/sqlite-testfixture.sh [veryquick|full|all]
+#   scripts/sqlite-testfixture.sh [veryquick|full|all] [testfixture option...]
 #
+# Options go to both runs, e.g. --start=walcrash3 to go on from a test
+# file after a run was stopped (SQLite's tester.tcl reads it).
 # veryquick (make check): the quick tests without the malloc and I/O-error
 # simulations, minutes.  full (make sqlite-full): every test once, as
 # SQLite's `make fulltestonly`.  all: every test under every permutation
@@ -17,6 +19,10 @@
 set -euo pipefail
 
 suite=${1:-veryquick}
+shift || true
+for a in "$@"; do
+	case $a in -*) ;; *) echo "sqlite-testfixture: '$a' is not a testfixture option" >&2; exit 2 ;; esac
+done
 case $suite in veryquick | full | all) ;; *) echo "sqlite-testfixture: unknown suite '$suite'" >&2; exit 2 ;; esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 kura=${KURA_BIN:-$root/build/bin/kura}
@@ -54,9 +60,9 @@ test_file=$src/test/$suite.test
 
 # The two runs side by side, one per core: the suite is single-threaded.
 start=$(date +%s)
-(cd "$tmpdir" && as_tests "$tf" "$test_file" >"$out/tmpfs.out" 2>&1) &
+(cd "$tmpdir" && as_tests "$tf" "$test_file" "$@" >"$out/tmpfs.out" 2>&1) &
 on_tmpfs=$!
-(cd / && as_tests "$kura" run --pool "$pool" -- bash -c "mkdir -p /kura/tf && cd /kura/tf && exec '$tf' '$test_file'" \
+(cd / && as_tests "$kura" run --pool "$pool" -- bash -c "mkdir -p /kura/tf && cd /kura/tf && exec '$tf' '$test_file' \"\$@\"" bash "$@" \
 	>"$out/kura.out" 2>&1) &
 on_kura=$!
 wait $on_tmpfs || true
