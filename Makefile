@@ -94,9 +94,11 @@ pjdfstest: all
 # Installs bin/kura, lib/libkura.so (with its soname), lib/libkura_core.a,
 # include/kura.h, the pkg-config file, man pages and bash completion under
 # PREFIX (default /usr/local); DESTDIR stages it elsewhere, as packagers do.
+# Installed for real by root, the new library goes into ld.so's cache.
 PREFIX ?= /usr/local
 install: build
 	DESTDIR=$(DESTDIR) cmake --install build --prefix $(PREFIX)
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then ldconfig; fi
 
 clean:
 	rm -rf build build-asan build-tsan

@@ -51,7 +51,7 @@ typedef struct kura_fs kura_fs;
  * Fails with -EEXIST if the file exists and is not empty, unless `force`. */
 int kura_mkfs(const char *path, uint64_t size, int force);
 /* kura_mkfs makes a new pool file 0600 (only its owner may use it); this
- * gives another mode (before the umask), e.g. 0660 for a group. */
+ * gives another mode, exactly (the umask not applied), e.g. 0660 for a group. */
 int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode);
 
 enum kura_persist {
@@ -204,7 +204,9 @@ int kura_symlink(kura_fs *fs, const char *target, const char *linkpath);
 ssize_t kura_readlink(kura_fs *fs, const char *path, char *buf, size_t bufsiz);
 /* flags: 0, RENAME_NOREPLACE, RENAME_EXCHANGE. */
 int kura_rename(kura_fs *fs, const char *oldpath, const char *newpath, unsigned flags);
-/* mknod of regular files only (S_IFREG); FIFOs/devices/sockets -EOPNOTSUPP. */
+/* Regular files, FIFOs, sockets and (with CAP_MKNOD) device nodes; dev is a
+ * device's number, or for a FIFO or socket the token kura_socket_name
+ * gives back.  Opening a device node through this API is -EACCES (nodev). */
 int kura_mknod(kura_fs *fs, const char *path, mode_t mode, dev_t dev);
 int kura_chmod(kura_fs *fs, const char *path, mode_t mode);
 int kura_fchmod(kura_fs *fs, int fd, mode_t mode);
@@ -224,7 +226,7 @@ typedef struct kura_dir kura_dir;
 struct kura_dirent {
 	uint64_t ino;
 	uint64_t next_cookie;  /* kura_seekdir() value that resumes after this entry */
-	unsigned char type;    /* DT_REG, DT_DIR, DT_LNK */
+	unsigned char type;    /* DT_REG, DT_DIR, DT_LNK, DT_FIFO, DT_SOCK, DT_CHR, DT_BLK */
 	char name[256];
 };
 kura_dir *kura_opendir(kura_fs *fs, const char *path, int *err);
@@ -308,8 +310,10 @@ int64_t kura_fd_ino(kura_fs *fs, int fd);
 /* ---- extended attributes (xattr.c) -------------------------------------
  * getxattr(2) and the rest, with Linux's (ext4's) answers: AT_EMPTY_PATH
  * with "" names dirfd itself, AT_SYMLINK_NOFOLLOW the link (l*xattr).
- * Namespaces user.*, trusted.* and security.*; system.* (ACLs) is
- * -EOPNOTSUPP.  All of an inode's attributes fit in one block (-ENOSPC). */
+ * Namespaces user.*, trusted.* and security.*, and of system.* the POSIX
+ * ACLs system.posix_acl_access and _default (enforced; acl.c); any other
+ * system.* name is -EOPNOTSUPP.  All of an inode's attributes fit in one
+ * block (-ENOSPC). */
 ssize_t kura_getxattrat(kura_fs *fs, int dirfd, const char *path, const char *name, void *value, size_t size,
 			int flags);
 int kura_setxattrat(kura_fs *fs, int dirfd, const char *path, const char *name, const void *value, size_t size,

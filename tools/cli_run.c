@@ -2,7 +2,7 @@
  * cli_run.c — `kura run`: start a program with the interposition layer.
  *
  * Sets KURA_POOL, KURA_MOUNT and LD_PRELOAD (the absolute path of the
- * libkura.so installed next to this binary, ../lib/libkura.so) and runs
+ * libkura.so beside this binary, ../lib/libkura.so.0; see find_lib) and runs
  * the command.  Everything else happens inside the preloaded library.
  *
  * It runs it as a child and waits, passing on the signals sent to it alone
@@ -38,7 +38,11 @@ static const char run_help[] =
 	"Environment set for COMMAND: KURA_POOL, KURA_MOUNT, LD_PRELOAD.\n"
 	"KURA_DEBUG=1 reports calls kura does not support on standard error.\n";
 
-/* ../lib/libkura.so relative to the running binary. */
+/* The library to preload, by its soname (what a runtime-only install
+ * keeps): beside the running binary, ../lib/KURA_SONAME (the build tree,
+ * or an install under any prefix or DESTDIR), else in the libdir this
+ * binary was configured to install into.  On failure `out` is the first
+ * place looked. */
 static int find_lib(char *out, size_t len)
 {
 	char self[PATH_MAX];
@@ -46,21 +50,18 @@ static int find_lib(char *out, size_t len)
 	if (n <= 0)
 		return -1;
 	self[n] = '\0';
-	char *slash = strrchr(self, '/');
-	if (!slash)
-		return -1;
-	*slash = '\0';
-	slash = strrchr(self, '/');
-	if (slash)
-		*slash = '\0';
-	if (snprintf(out, len, "%s/lib/libkura.so", self) >= (int)len)
+	for (int up = 0; up < 2; up++) {
+		char *slash = strrchr(self, '/');
+		if (slash)
+			*slash = '\0';
+	}
+	if (snprintf(out, len, "%s/lib/" KURA_SONAME, self) >= (int)len)
 		return -1;
 	if (access(out, R_OK) == 0)
 		return 0;
-#ifdef KURA_INSTALLED_LIB
-	if (access(KURA_INSTALLED_LIB, R_OK) == 0 && snprintf(out, len, "%s", KURA_INSTALLED_LIB) < (int)len)
+	static const char installed[] = KURA_INSTALLED_LIBDIR "/" KURA_SONAME;
+	if (access(installed, R_OK) == 0 && snprintf(out, len, "%s", installed) < (int)len)
 		return 0;
-#endif
 	return -1;
 }
 
@@ -139,7 +140,8 @@ int cmd_run(int argc, char **argv)
 	}
 	kura_unmount(probe);
 	if (find_lib(lib, sizeof lib) < 0) {
-		cli_msg("run", "cannot find libkura.so next to this binary (expected %s)", lib);
+		cli_msg("run", "cannot find %s next to this binary (expected %s) nor in %s", KURA_SONAME, lib,
+			KURA_INSTALLED_LIBDIR);
 		return CLI_EXIT_FAIL;
 	}
 	const char *old = getenv("LD_PRELOAD");

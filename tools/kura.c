@@ -28,12 +28,12 @@ static const struct command commands[] = {
 	{ "mkfs", cmd_mkfs, "mkfs [POOL] [--size SIZE] [--mode MODE] [--force]",
 	  "Create a pool file.  SIZE is bytes or a number with a binary suffix:\n"
 	  "K, M, G, T (also KiB, MiB, GiB, TiB); case does not matter.  Without\n"
-	  "--size the pool is 1 GiB (sparse).  A new pool file is made with MODE\n"
-	  "(octal, exactly, the umask not applied; default 0600: its owner's alone; 0660 shares\n"
-	  "it with a group, who can then read and change every file in it).  An\n"
-	  "existing non-empty file is only overwritten with --force, and a pool\n"
-	  "that a process has mounted never is.  Without POOL the default pool is\n"
-	  "created.\n" },
+	  "--size the pool is 1 GiB (sparse).  A new pool file gets exactly MODE\n"
+	  "(octal, the umask not applied; default 0600: its owner's alone; 0660\n"
+	  "shares it with a group, who can then read and change every file in\n"
+	  "it).  An existing non-empty file is only overwritten with --force, and\n"
+	  "a pool that a process has mounted never is.  Without POOL the default\n"
+	  "pool is created.\n" },
 	{ "fsck", cmd_fsck, "fsck [POOL] [--repair]",
 	  "Check every invariant of an unmounted pool and print one line per\n"
 	  "problem.  --repair frees leaked blocks and inodes and reclaims orphans.\n"
