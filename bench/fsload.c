@@ -17,10 +17,12 @@
  *       prints "PHASE OPS_PER_SECOND COUNT" a line (readdir: entries/s)
  *   fsload fileset DIR PERSONALITY NFILES
  *       the personality's files, preallocated as filebench does (untimed)
- *   fsload run DIR PERSONALITY NFILES PROCS SECONDS
+ *   fsload run DIR PERSONALITY NFILES PROCS[,PROCS...] SECONDS
  *       PROCS worker processes run the personality's loop on disjoint
- *       shares of the files for SECONDS; prints "ops/s N" and "MB/s N"
- *       (one op is one filebench flowop: an open, a whole-file read, ...)
+ *       shares of the files for SECONDS (then as many as the next count
+ *       says, on the files as the last run left them); prints a line
+ *       "procs P ops/s N MB/s N" a run (one op is one filebench flowop:
+ *       an open, a whole-file read, ...)
  *
  * Personalities, after filebench's fileserver.f, varmail.f and webserver.f
  * (fixed sizes instead of gamma-distributed ones, fewer files):
@@ -518,7 +520,8 @@ static void run(const char *dir, const struct persona *ps, long n, long procs, d
 		errno = 0;
 		die("%ld of %ld workers reported", (long)got, procs);
 	}
-	printf("ops/s %.1f\nMB/s %.2f\nops %ld\n", ops / t, bytes / t / 1e6, ops);
+	printf("procs %ld ops/s %.1f MB/s %.2f ops %ld\n", procs, ops / t, bytes / t / 1e6, ops);
+	fflush(stdout);
 }
 
 int main(int argc, char **argv)
@@ -540,12 +543,17 @@ int main(int argc, char **argv)
 	} else if (!strcmp(cmd, "fileset") && argc == 5) {
 		fileset(argv[2], persona(argv[3]), number(argv[4]));
 	} else if (!strcmp(cmd, "run") && argc == 7) {
-		run(argv[2], persona(argv[3]), number(argv[4]), number(argv[5]), seconds(argv[6]));
+		for (char *p = argv[5], *next; p; p = next) {
+			next = strchr(p, ',');
+			if (next)
+				*next++ = '\0';
+			run(argv[2], persona(argv[3]), number(argv[4]), number(p), seconds(argv[6]));
+		}
 	} else {
 		fprintf(stderr, "usage: fsload meta-setup DIR NFILES NREADDIR\n"
 				"       fsload meta DIR NFILES SECONDS\n"
 				"       fsload fileset DIR PERSONALITY NFILES\n"
-				"       fsload run DIR PERSONALITY NFILES PROCS SECONDS\n");
+				"       fsload run DIR PERSONALITY NFILES PROCS[,PROCS...] SECONDS\n");
 		return 2;
 	}
 	return 0;
