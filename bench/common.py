@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BUILD = ROOT / "build"
+BUILD = Path(os.environ.get("KURA_BUILD", ROOT / "build"))
 BIN = BUILD / "bin"
 KURA = BIN / "kura"
 # Runs of every case; each figure is their median.
@@ -36,24 +36,31 @@ def kura_run(pool, prefix, argv, mode=None, **kw):
                           env=kura_env(mode), **kw)
 
 
+def fio_options(directory, size="64m", bs="4k"):
+    """What every fio case here shares: one file in directory, psync, the
+    jobs reported as one, JSON out."""
+    return [f"--directory={directory}", "--filename=f.dat", f"--size={size}", f"--bs={bs}", "--ioengine=psync",
+            "--group_reporting", "--invalidate=0", "--output-format=json"]
+
+
 def fio_argv(directory, rw, bs="4k", size="64m", jobs=1, runtime=None, extra=()):
-    """fio on one file shared by the jobs, psync, JSON out; time based when
-    runtime (seconds, or a string with fio's units) is given."""
-    argv = ["fio", "--name=b", f"--directory={directory}", "--filename=f.dat", f"--size={size}", f"--bs={bs}",
-            f"--rw={rw}", "--ioengine=psync", f"--numjobs={jobs}", "--group_reporting", "--invalidate=0",
-            "--output-format=json"]
+    """One fio case on one file shared by the jobs; time based when runtime
+    (seconds, or a string with fio's units) is given."""
+    argv = ["fio", "--name=b"] + fio_options(directory, size, bs) + [f"--rw={rw}", f"--numjobs={jobs}"]
     if runtime is not None:
         argv += ["--time_based", f"--runtime={runtime}"]
     return argv + list(extra)
 
 
-def fio_figure(stdout, ddir="write", what="iops"):
+def fio_figure(stdout, ddir="write", what="iops", job=None):
     """One figure of fio's JSON report (which may follow other output):
-    what is iops or bw (KiB/s) of the read or write direction."""
-    job = json.loads(stdout[stdout.index("{"):])["jobs"][0]
-    if job.get("error"):
-        raise RuntimeError(f"fio job error {job['error']}")
-    return job[ddir][what]
+    what is iops or bw (KiB/s) of the read or write direction, of the job
+    (group) of that name or the first."""
+    jobs = json.loads(stdout[stdout.index("{"):])["jobs"]
+    j = next(j for j in jobs if job is None or j["jobname"] == job)
+    if j.get("error"):
+        raise RuntimeError(f"fio job {j['jobname']}: error {j['error']}")
+    return j[ddir][what]
 
 
 def alternate(groups, runs=RUNS, progress=None):
