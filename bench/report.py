@@ -13,7 +13,7 @@ their minimum and maximum:
   kura fsync  the same pool, KURA_SYNC=fsync (durable at fsync, the default)
 
 kura mem is set against tmpfs, the disk pool's two modes against the disk's
-file system.  The workloads (WORKLOADS below) are fio, metadata calls and
+file system.  The workloads (workloads() below) are fio, metadata calls and
 filebench-like personalities (bench/fsload.c), SQLite's speedtest1 built
 from Debian's source, and RocksDB's db_bench.  What a workload needs but
 first makes (files to read, a directory to list) is made and removed by
@@ -76,8 +76,9 @@ SCALES = {
 
 
 class Metric:
-    def __init__(self, label, unit, higher=True):
+    def __init__(self, label, unit, higher=True, pairs=None):
         self.label, self.unit, self.higher = label, unit, higher
+        self.pairs = pairs  # what differs between the two pairs' work, if anything
 
 
 class Job:
@@ -166,7 +167,8 @@ def speedtest_job(s):
     def parse(out):
         totals = [float(t) for t in re.findall(r"TOTAL\.+\s+([\d.]+)s", out)]
         return {label: t for (_, label), t in zip(SPEEDTEST, totals, strict=True)}
-    return Job("SQLite speedtest1", [Metric(label, "s", higher=False) for _, label in SPEEDTEST],
+    size = f"--size {s['speedtest']['memory']} (memory), {s['speedtest']['disk']} (disk)"
+    return Job("SQLite speedtest1", [Metric(label, "s", higher=False, pairs=size) for _, label in SPEEDTEST],
                lambda d, pair: chain(*([str(SPEEDTEST1), "--size", str(s["speedtest"][pair]), "--journal", j,
                                         f"{d}/{j}.db"] for j, _ in SPEEDTEST)),
                parse, needs=(SPEEDTEST1,))
@@ -191,7 +193,10 @@ def db_job(s):
         got = {m.group(1): 1e6 / float(m.group(2))
                for m in re.finditer(r"^(\w+)\s*:\s*([\d.]+) micros/op", out, re.M)}
         return {b: got[b] for b in DB_WRITES + ["readrandom"]}
-    return Job("RocksDB db_bench", [Metric(b, "ops/s") for b in DB_WRITES + ["readrandom"]], measure, parse,
+    writes = f"--writes={s['db_writes']['memory']:,} (memory), {s['db_writes']['disk']:,} (disk)"
+    counted = ["fillseq"] if s["db_secs"] else DB_WRITES
+    return Job("RocksDB db_bench", [Metric(b, "ops/s", pairs=writes if b in counted else None)
+                                    for b in DB_WRITES + ["readrandom"]], measure, parse,
                setup=lambda d, pair: db(f"{d}/r", "fillseq"), needs=("db_bench",))
 
 
@@ -323,7 +328,7 @@ def missing(need, speedtest_reason):
     if need == SPEEDTEST1:
         return speedtest_reason
     if isinstance(need, Path):
-        return None if need.exists() else f"{need.relative_to(ROOT)} is not built (make)"
+        return None if need.exists() else f"{need} is not built (make)"
     if shutil.which(need):
         return None
     package = {"db_bench": "rocksdb-tools"}.get(need, need)
@@ -487,6 +492,8 @@ def plot(path, title, rows, syss, runs):
                     ax.annotate(times(r), (x, hi), textcoords="offset points", xytext=(0, 3),
                                 ha="center", fontsize=8, fontweight="bold")
         ax.set_title(m.label, fontsize=9)
+        if m.pairs:  # the two pairs did different amounts of work: say so under the bars
+            ax.set_xlabel(m.pairs, fontsize=8)
         ax.set_ylabel(m.unit + ("" if m.higher else " (lower is better)"), fontsize=8)
         ax.set_xticks(xs)
         ax.set_xticklabels([s.name for s in syss], rotation=30, ha="right", fontsize=8)
