@@ -5,7 +5,7 @@ CTEST = ctest --output-on-failure -j2
 # The nested makes CMake runs would otherwise announce every directory change.
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps build check check-release check-asan check-tsan demo bench bench-durable bench-maps model-long crash-full fuzz-long pjdfstest sqlite-full install clean
+.PHONY: all deps build check check-release check-asan check-tsan demo bench bench-durable bench-maps bench-report bench-quick model-long crash-full fuzz-long pjdfstest sqlite-full install clean
 
 all: deps build
 
@@ -51,6 +51,17 @@ bench-durable: all
 # Loads and stores through a shared map of a kura file against tmpfs.
 bench-maps: all
 	python3 bench/maps.py
+
+# kura against the kernel with real programs (fio, metadata calls, SQLite's
+# speedtest1, RocksDB's db_bench, filebench-like personalities), memory pool
+# beside tmpfs and disk pool (both durability modes) beside the disk's file
+# system, drawn: build/report/report.md and a PNG per workload group
+# (bench/report.py).  About half an hour; bench-quick: a few minutes.
+bench-report: all
+	python3 bench/report.py --scale full
+
+bench-quick: all
+	python3 bench/report.py --scale quick
 
 # Reconfigures build/ for the long run and back, so only test properties
 # change and nothing is recompiled.

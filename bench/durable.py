@@ -23,7 +23,6 @@ tests check).
 KURA_BENCH_ONLY (a regular expression) picks cases by name, "metadata"
 the last one: KURA_BENCH_ONLY='2 jobs' make bench-durable.
 """
-import json
 import re
 import os
 import shutil
@@ -33,12 +32,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-BUILD = ROOT / "build"
-KURA = BUILD / "bin" / "kura"
-METABENCH = BUILD / "bin" / "metabench"
+from common import BIN, BUILD, KURA, RUNS, alternate, fio_argv, fio_figure, kura_run, mkfs
+
+METABENCH = BIN / "metabench"
 DIR = Path(os.environ.get("KURA_BENCH_DIR", BUILD / "bench-durable"))
-RUNS = int(os.environ.get("KURA_BENCH_RUNS", "3"))
 SECS = int(os.environ.get("KURA_BENCH_SECONDS", "4"))
 # A regular expression: only the cases (and ratios) whose names it finds.
 ONLY = re.compile(os.environ.get("KURA_BENCH_ONLY", ""))
@@ -47,24 +44,19 @@ POOL = DIR / "bench.pool"
 HOST = DIR / "host"
 
 
-def kura_run(mode, argv, **kw):
-    env = dict(os.environ, KURA_SYNC=mode)
-    env.pop("KURA_PERSIST", None)
-    return subprocess.run([str(KURA), "run", "--pool", str(POOL), "--mount", PREFIX, "--"] + argv,
-                          env=env, **kw)
+def run(mode, argv, **kw):
+    """argv under `kura run` in KURA_SYNC=mode, or for the kernel (mode None)."""
+    return kura_run(POOL, PREFIX, argv, mode, **kw) if mode else subprocess.run(argv, **kw)
 
 
 def fio(where, mode, jobs, extra):
     """IOPS of 4 KiB random writes on a 64 MiB file; mode None: the kernel."""
     directory = str(HOST) if mode is None else PREFIX
-    argv = ["fio", "--name=d", f"--directory={directory}", "--filename=f.dat", "--size=64m", "--bs=4k",
-            "--rw=randwrite", "--ioengine=psync", f"--numjobs={jobs}", "--group_reporting",
-            "--time_based", f"--runtime={SECS}", "--invalidate=0", "--output-format=json"] + extra
-    p = kura_run(mode, argv, capture_output=True, text=True) if mode else \
-        subprocess.run(argv, capture_output=True, text=True)
+    p = run(mode, fio_argv(directory, "randwrite", jobs=jobs, runtime=SECS, extra=extra),
+            capture_output=True, text=True)
     if p.returncode:
         raise RuntimeError(f"fio ({where}) failed: {p.stderr.strip()[:300]}")
-    return json.loads(p.stdout[p.stdout.index("{"):])["jobs"][0]["write"]["iops"]
+    return fio_figure(p.stdout)
 
 
 INSERTS = "PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL; CREATE TABLE IF NOT EXISTS t(x);\n" + \
@@ -81,15 +73,9 @@ def sqlite_ms(mode, name, script):
     """Milliseconds for sqlite3 to run script on a fresh database."""
     directory = str(HOST) if mode is None else PREFIX
     db = f"{directory}/{name}.db"
-    for suffix in ("", "-journal"):
-        if mode is None:
-            Path(db + suffix).unlink(missing_ok=True)
-        else:
-            kura_run(mode, ["rm", "-f", db + suffix], check=True)
+    run(mode, ["rm", "-f", db, db + "-journal"], check=True)
     t = time.monotonic()
-    argv = ["sqlite3", db]
-    p = kura_run(mode, argv, input=script, capture_output=True, text=True) if mode else \
-        subprocess.run(argv, input=script, capture_output=True, text=True)
+    p = run(mode, ["sqlite3", db], input=script, capture_output=True, text=True)
     ms = (time.monotonic() - t) * 1000
     if p.returncode:
         raise RuntimeError(f"sqlite3 failed: {p.stderr.strip()[:300]}")
@@ -152,25 +138,20 @@ def main():
         sys.exit(f"bench-durable: {PREFIX} exists in the kernel's namespace")
     shutil.rmtree(DIR, ignore_errors=True)
     HOST.mkdir(parents=True)
-    subprocess.run([str(KURA), "mkfs", str(POOL), "--size", "1G"], check=True, stdout=subprocess.DEVNULL)
+    mkfs(POOL, "1G")
     fs = subprocess.run(["stat", "-f", "-c", "%T", str(DIR)], capture_output=True, text=True).stdout.strip()
     dev = subprocess.run(["df", "--output=source", str(DIR)], capture_output=True, text=True).stdout.split()[-1]
     print(f"bench-durable: pool and kernel directory in {DIR} ({fs} on {dev}); {RUNS} runs of {SECS} s each, "
           f"cases alternated")
-    cases = {name: c for name, c in CASES.items() if ONLY.search(name)}
-    got = {name: [] for name in cases}
+    cases = [(name, fn) for name, (fn, _) in CASES.items() if ONLY.search(name)]
     with_meta = bool(ONLY.search("metadata"))
-    meta = []
+    groups = [g for g in (cases, [("metadata", metadata)] if with_meta else []) if g]
     try:
-        for r in range(RUNS):
-            for name, (fn, _) in cases.items():
-                got[name].append(fn())
-            if with_meta:
-                meta.append(metadata())
-            print(f"  run {r + 1}/{RUNS} done", flush=True)
+        got = alternate(groups, progress=lambda r: print(f"  run {r + 1}/{RUNS} done", flush=True))
     finally:
-        kura_run("op", ["true"])
+        run("op", ["true"])
         shutil.rmtree(DIR, ignore_errors=True)
+    meta = got.pop("metadata", [])
     med = {name: statistics.median(v) for name, v in got.items()}
     print(f"\n{'case':40} {'median':>10} {'min':>10} {'max':>10}")
     for name, v in got.items():
