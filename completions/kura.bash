@@ -33,7 +33,7 @@ _kura_pool_paths()
 	done < <("$1" ls -l -- "$pool:${dir:-/}" 2>/dev/null)
 }
 
-_kura_commands="mkfs fsck gc upgrade info ls stat cat import export run"
+_kura_commands="mkfs fsck gc upgrade info ls stat cat import export stage-in stage-out run"
 
 _kura()
 {
@@ -58,6 +58,8 @@ _kura()
 	ls) opts="-l -a --help" ;;
 	stat) opts="-L --help" ;;
 	run) opts="--pool --mount --help --" takes_value="--pool|--mount" ;;
+	stage-in) opts="--jobs --verify --help" takes_value="--jobs|-j" ;;
+	stage-out) opts="--jobs --verify --watch --settle --help" takes_value="--jobs|-j|--settle" ;;
 	help)
 		[ "$cword" -eq 2 ] && COMPREPLY=($(compgen -W "$_kura_commands" -- "$cur"))
 		return ;;
@@ -77,7 +79,7 @@ _kura()
 	done
 
 	case $prev in
-	--size | -s | --mode | -m | --mount) return ;;
+	--size | -s | --mode | -m | --mount | --jobs | -j | --settle) return ;;
 	--pool) _kura_pools "$cur" "" ;;
 	*)
 		if [[ $cur == --pool=* && $cmd == run ]]; then
@@ -89,13 +91,13 @@ _kura()
 		else
 			case $cmd:$operand in
 			mkfs:0 | fsck:0 | gc:0 | upgrade:0 | info:0) _kura_pools "$cur" "" ;;
-			ls:* | stat:* | cat:* | import:1 | export:0)
+			ls:* | stat:* | cat:* | import:1 | export:0 | stage-in:1 | stage-out:0)
 				if [[ $cur == *:* ]]; then
 					_kura_pool_paths "$1" "$cur"
 				else
 					_kura_pools "$cur" ":"
 				fi ;;
-			import:0 | export:1) COMPREPLY=($(compgen -f -- "$cur")) ;;
+			import:0 | export:1 | stage-in:0 | stage-out:1) COMPREPLY=($(compgen -f -- "$cur")) ;;
 			run:*) mapfile -t COMPREPLY < <(compgen -c -- "$cur" | sort -u) ;;
 			esac
 		fi ;;

@@ -83,7 +83,11 @@ const char *cli_type_name(mode_t mode);
 /* ---- progress (only drawn when stderr is a terminal) ---- */
 
 void cli_progress_start(const char *verb);
-void cli_progress_add(uint64_t files, uint64_t bytes);
+void cli_progress_add(uint64_t files, uint64_t bytes); /* thread-safe */
+/* Whether a line is drawn at all (stderr a terminal). */
+int cli_progress_shown(void);
+/* The whole job, when known: the line shows a percentage and an ETA. */
+void cli_progress_expect(uint64_t files, uint64_t bytes);
 /* Clears the line so a message can be printed cleanly. */
 void cli_progress_clear(void);
 /* Final summary (terminal only). */
@@ -111,6 +115,8 @@ int cmd_stat(int argc, char **argv);
 int cmd_cat(int argc, char **argv);
 int cmd_import(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_stage_in(int argc, char **argv);  /* cli_import.c */
+int cmd_stage_out(int argc, char **argv); /* cli_export.c */
 
 /* Returns 1 if argv holds --help/-h (before any "--"), after printing the
  * command's help. */

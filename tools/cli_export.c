@@ -1,6 +1,6 @@
 /*
- * cli_export.c — `kura export POOL:/path DST`: recreate a pool tree on the
- * host.  The mirror image of cli_import.c, with the same ordering rules:
+ * cli_export.c — the walk of `kura export` and `kura stage-out` (commands in
+ * cli_export_cmd.c): recreate a pool tree on the host.  The mirror image of cli_import.c, with the same ordering rules:
  * create owner-writable, fill, then owner, mode, and times last.
  * Host objects are addressed relative to an open parent directory so a
  * symlink swapped in during the export cannot redirect writes elsewhere.
@@ -8,36 +8,39 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli_export.h"
 
-struct exp {
-	kura_fs *fs;
-	char *buf;
-	struct cli_linkmap *links;
-	int as_root;
-	unsigned long errors;
-	int fatal;
-};
+/* Workers fail too, while the walk reads fatal to stop early. */
+static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void fail(struct exp *c, const char *path, int err)
+void exp_fail(struct exp *c, const char *path, int err)
 {
-	cli_err("export", path, err);
+	cli_err(c->cmd, path, err);
+	pthread_mutex_lock(&fail_lock);
 	c->errors++;
+	pthread_mutex_unlock(&fail_lock);
 	if (err == ENOSPC || err == EDQUOT || err == EROFS || err == EIO || err == ENOMEM)
-		c->fatal = 1;
+		__atomic_store_n(&c->fatal, 1, __ATOMIC_RELAXED);
+}
+
+int exp_stopped(struct exp *c)
+{
+	return __atomic_load_n(&c->fatal, __ATOMIC_RELAXED);
 }
 
 static void attrs_out(struct exp *c, const char *kpath, const char *hpath)
 {
 	int r = cli_xattrs_out(c->fs, kpath, hpath);
 	if (r)
-		fail(c, hpath, r);
+		exp_fail(c, hpath, r);
 }
 
 /* A non-directory in the way on the host is replaced, like cp(1) with
@@ -69,7 +72,7 @@ static int write_all(int fd, const char *buf, size_t len, off_t off)
 	return 0;
 }
 
-static int copy_data(struct exp *c, int kfd, int fd, const char *kpath, const char *hpath)
+static int copy_data(struct exp *c, char *buf, int kfd, int fd, const char *kpath, const char *hpath)
 {
 	off_t pos = 0, written_end = 0;
 	int sparse = 1, r;
@@ -97,16 +100,16 @@ static int copy_data(struct exp *c, int kfd, int fd, const char *kpath, const ch
 			ssize_t n;
 			if ((off_t)want > hole - pos)
 				want = (size_t)(hole - pos);
-			n = kura_pread(c->fs, kfd, c->buf, want, pos);
+			n = kura_pread(c->fs, kfd, buf, want, pos);
 			if (n < 0) {
-				fail(c, kpath, (int)-n);
+				exp_fail(c, kpath, (int)-n);
 				return -1;
 			}
 			if (n == 0)
 				goto eof;
-			r = write_all(fd, c->buf, (size_t)n, pos);
+			r = write_all(fd, buf, (size_t)n, pos);
 			if (r < 0) {
-				fail(c, hpath, -r);
+				exp_fail(c, hpath, -r);
 				return -1;
 			}
 			pos += n;
@@ -119,18 +122,107 @@ static int copy_data(struct exp *c, int kfd, int fd, const char *kpath, const ch
 eof:
 	if (kura_fstat(c->fs, kfd, &st) == 0 && st.st_size > written_end &&
 	    ftruncate(fd, st.st_size) < 0) {
-		fail(c, hpath, errno);
+		exp_fail(c, hpath, errno);
 		return -1;
 	}
 	return 0;
 }
 
-static void export_file(struct exp *c, int dfd, const char *name, const char *hpath,
-			const char *kpath, const struct stat *st, int kflags)
+/* Owner, mode, then times: the last word on a file or directory. */
+static void set_attrs(struct exp *c, int fd, const char *hpath, const struct stat *st)
 {
 	struct timespec ts[2] = { st->st_atim, st->st_mtim };
+
+	if (c->as_root && fchown(fd, st->st_uid, st->st_gid) < 0)
+		exp_fail(c, hpath, errno);
+	else if (fchmod(fd, st->st_mode & 07777) < 0)
+		exp_fail(c, hpath, errno);
+	else if (futimens(fd, ts) < 0)
+		exp_fail(c, hpath, errno);
+}
+
+/* Whether the pool file's contents equal what was written to fd. */
+static void verify(struct exp *c, char *buf, int kfd, int fd, const char *kpath, const char *hpath)
+{
+	char proc[64];
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd); /* fd is write-only */
+	int rfd = open(proc, O_RDONLY | O_CLOEXEC);
+	int r = rfd < 0 ? -errno : cli_stage_compare(rfd, c->fs, kfd, buf);
+	if (rfd >= 0)
+		close(rfd);
+	if (r > 0)
+		cli_msg(c->cmd, "%s: contents differ from %s after the copy", hpath, kpath);
+	if (r)
+		exp_fail(c, hpath, r > 0 ? EIO : -r);
+}
+
+/* The file's contents, then owner, mode and times; both descriptors are
+ * closed.  Run by the walk or by a stage-out worker. */
+static void fill_file(struct exp *c, char *buf, int kfd, int fd, const char *kpath, const char *hpath,
+		      const struct stat *st)
+{
+	if (!buf || copy_data(c, buf, kfd, fd, kpath, hpath) < 0) {
+		if (!buf)
+			exp_fail(c, hpath, ENOMEM);
+		/* A truncated copy with placeholder mode looks like a real file;
+		 * better to leave nothing.  (By path: the name is the one just
+		 * made, and a worker has no directory descriptor.) */
+		close(fd);
+		unlink(hpath);
+		kura_close(c->fs, kfd);
+		return;
+	}
+	set_attrs(c, fd, hpath, st);
+	if (c->so && c->so->verify)
+		verify(c, buf, kfd, fd, kpath, hpath);
+	if (close(fd) < 0)
+		exp_fail(c, hpath, errno);
+	kura_close(c->fs, kfd);
+	attrs_out(c, kpath, hpath);
+	cli_progress_add(1, 0);
+}
+
+void exp_fill_job(void *ctx, struct cli_stage_job *j, char *buf)
+{
+	fill_file(ctx, buf, j->src_fd, j->dst_fd, j->src, j->dst, &j->st);
+}
+
+/* stage-out: nothing to do for a file the host already has; --watch: a
+ * file changed within the last --settle seconds may still be being
+ * written, and waits for a later pass. */
+static int leave_for_now(struct exp *c, int dfd, const char *name, const char *hpath, const struct stat *st)
+{
+	struct stat hst;
+	struct timespec now;
+
+	if (!c->so)
+		return 0;
+	if (c->so->watch) {
+		clock_gettime(CLOCK_REALTIME, &now);
+		double age = (double)(now.tv_sec - st->st_mtim.tv_sec) + (double)(now.tv_nsec - st->st_mtim.tv_nsec) / 1e9;
+		if (age < c->so->settle) {
+			c->unsettled++;
+			return 1;
+		}
+	}
+	if (fstatat(dfd, name, &hst, AT_SYMLINK_NOFOLLOW) == 0 && cli_stage_identical(st, &hst) &&
+	    (!c->as_root || (hst.st_uid == st->st_uid && hst.st_gid == st->st_gid))) {
+		if (st->st_nlink > 1 && !cli_linkmap_get(c->links, 0, st->st_ino) &&
+		    cli_linkmap_put(c->links, 0, st->st_ino, hpath) < 0)
+			exp_fail(c, hpath, ENOMEM);
+		cli_progress_add(1, (uint64_t)st->st_size);
+		return 1;
+	}
+	return 0;
+}
+
+void export_file(struct exp *c, int dfd, const char *name, const char *hpath,
+			const char *kpath, const struct stat *st, int kflags)
+{
 	int fd, kfd;
 
+	if (leave_for_now(c, dfd, name, hpath, st))
+		return;
 	if (st->st_nlink > 1) {
 		const char *first = cli_linkmap_get(c->links, 0, st->st_ino);
 		if (first) {
@@ -142,14 +234,14 @@ static void export_file(struct exp *c, int dfd, const char *name, const char *hp
 				return;
 			}
 			if (r != -EMLINK) {
-				fail(c, hpath, -r);
+				exp_fail(c, hpath, -r);
 				return;
 			}
 		}
 	}
 	kfd = kura_open(c->fs, kpath, O_RDONLY | kflags, 0);
 	if (kfd < 0) {
-		fail(c, kpath, -kfd);
+		exp_fail(c, kpath, -kfd);
 		return;
 	}
 	fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -162,31 +254,15 @@ static void export_file(struct exp *c, int dfd, const char *name, const char *hp
 				    0600);
 	}
 	if (fd < 0) {
-		fail(c, hpath, errno);
+		exp_fail(c, hpath, errno);
 		kura_close(c->fs, kfd);
 		return;
 	}
-	if (copy_data(c, kfd, fd, kpath, hpath) < 0) {
-		/* A truncated copy with placeholder mode looks like a real file;
-		 * better to leave nothing. */
-		close(fd);
-		unlinkat(dfd, name, 0);
-		kura_close(c->fs, kfd);
+	if (st->st_nlink > 1 && cli_linkmap_put(c->links, 0, st->st_ino, hpath) < 0)
+		exp_fail(c, hpath, ENOMEM);
+	if (c->stage && cli_stage_add(c->stage, kfd, fd, kpath, hpath, st) == 0)
 		return;
-	}
-	if (c->as_root && fchown(fd, st->st_uid, st->st_gid) < 0)
-		fail(c, hpath, errno);
-	else if (fchmod(fd, st->st_mode & 07777) < 0)
-		fail(c, hpath, errno);
-	else if (futimens(fd, ts) < 0)
-		fail(c, hpath, errno);
-	else if (st->st_nlink > 1 && cli_linkmap_put(c->links, 0, st->st_ino, hpath) < 0)
-		fail(c, hpath, ENOMEM);
-	if (close(fd) < 0)
-		fail(c, hpath, errno);
-	kura_close(c->fs, kfd);
-	attrs_out(c, kpath, hpath);
-	cli_progress_add(1, 0);
+	fill_file(c, c->buf, kfd, fd, kpath, hpath, st);
 }
 
 static char *read_target(struct exp *c, const char *kpath)
@@ -197,12 +273,12 @@ static char *read_target(struct exp *c, const char *kpath)
 		char *buf = malloc(cap + 1);
 		ssize_t n;
 		if (!buf) {
-			fail(c, kpath, ENOMEM);
+			exp_fail(c, kpath, ENOMEM);
 			return NULL;
 		}
 		n = kura_readlink(c->fs, kpath, buf, cap);
 		if (n < 0) {
-			fail(c, kpath, (int)-n);
+			exp_fail(c, kpath, (int)-n);
 			free(buf);
 			return NULL;
 		}
@@ -224,22 +300,22 @@ static void export_special(struct exp *c, int dfd, const char *name, const char 
 	int r;
 
 	if ((S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) && !c->as_root) {
-		cli_msg("export", "%s: skipping %s (only root makes device nodes)", kpath, cli_type_name(st->st_mode));
+		cli_msg(c->cmd, "%s: skipping %s (only root makes device nodes)", kpath, cli_type_name(st->st_mode));
 		return;
 	}
 	r = mknodat(dfd, name, st->st_mode & (S_IFMT | 07777), st->st_rdev) < 0 ? -errno : 0;
 	if (r == -EEXIST && (r = make_room(dfd, name)) == 0)
 		r = mknodat(dfd, name, st->st_mode & (S_IFMT | 07777), st->st_rdev) < 0 ? -errno : 0;
 	if (r < 0) {
-		fail(c, hpath, -r);
+		exp_fail(c, hpath, -r);
 		return;
 	}
 	if (c->as_root && fchownat(dfd, name, st->st_uid, st->st_gid, AT_SYMLINK_NOFOLLOW) < 0)
-		fail(c, hpath, errno);
+		exp_fail(c, hpath, errno);
 	else if (fchmodat(dfd, name, st->st_mode & 07777, AT_SYMLINK_NOFOLLOW) < 0)
-		fail(c, hpath, errno);
+		exp_fail(c, hpath, errno);
 	else if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
-		fail(c, hpath, errno);
+		exp_fail(c, hpath, errno);
 	attrs_out(c, kpath, hpath);
 	cli_progress_add(1, 0);
 }
@@ -258,26 +334,18 @@ static void export_symlink(struct exp *c, int dfd, const char *name, const char 
 		r = symlinkat(target, dfd, name) < 0 ? -errno : 0;
 	free(target);
 	if (r < 0) {
-		fail(c, hpath, -r);
+		exp_fail(c, hpath, -r);
 		return;
 	}
 	if (c->as_root && fchownat(dfd, name, st->st_uid, st->st_gid, AT_SYMLINK_NOFOLLOW) < 0)
-		fail(c, hpath, errno);
+		exp_fail(c, hpath, errno);
 	else if (utimensat(dfd, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
-		fail(c, hpath, errno);
+		exp_fail(c, hpath, errno);
 	attrs_out(c, kpath, hpath);
 	cli_progress_add(1, 0);
 }
 
-static void export_dir(struct exp *c, int dfd, const char *name, const char *hpath,
-		       const char *kpath, const struct stat *st);
-
-struct names {
-	char **v;
-	size_t n, cap;
-};
-
-static void free_names(struct names *ns)
+void exp_free_names(struct names *ns)
 {
 	for (size_t i = 0; i < ns->n; i++)
 		free(ns->v[i]);
@@ -286,7 +354,7 @@ static void free_names(struct names *ns)
 
 /* The listing is read completely before recursing so that at most one kura
  * directory handle is open at a time, however deep the tree. */
-static int list_dir(struct exp *c, const char *kpath, struct names *ns)
+int exp_list_dir(struct exp *c, const char *kpath, struct names *ns)
 {
 	struct kura_dirent de;
 	int err = 0, r;
@@ -294,7 +362,7 @@ static int list_dir(struct exp *c, const char *kpath, struct names *ns)
 
 	memset(ns, 0, sizeof(*ns));
 	if (!d) {
-		fail(c, kpath, err < 0 ? -err : EIO);
+		exp_fail(c, kpath, err < 0 ? -err : EIO);
 		return -1;
 	}
 	while ((r = kura_readdir(d, &de)) > 0) {
@@ -318,28 +386,28 @@ static int list_dir(struct exp *c, const char *kpath, struct names *ns)
 	}
 	kura_closedir(d);
 	if (r < 0) {
-		fail(c, kpath, -r);
+		exp_fail(c, kpath, -r);
 		/* Still export what was listed: a partial copy beats none. */
 	}
 	return 0;
 }
 
-static void export_contents(struct exp *c, int fd, const char *hpath, const char *kpath)
+void export_contents(struct exp *c, int fd, const char *hpath, const char *kpath)
 {
 	struct names ns;
 
-	if (list_dir(c, kpath, &ns) < 0)
+	if (exp_list_dir(c, kpath, &ns) < 0)
 		return;
-	for (size_t i = 0; i < ns.n && !c->fatal; i++) {
+	for (size_t i = 0; i < ns.n && !exp_stopped(c); i++) {
 		char *kp = cli_join(kpath, ns.v[i]);
 		char *hp = cli_join(hpath, ns.v[i]);
 		struct stat st;
 		int r;
 
 		if (!kp || !hp) {
-			fail(c, kpath, ENOMEM);
+			exp_fail(c, kpath, ENOMEM);
 		} else if ((r = kura_lstat(c->fs, kp, &st)) < 0) {
-			fail(c, kp, -r);
+			exp_fail(c, kp, -r);
 		} else if (S_ISDIR(st.st_mode)) {
 			export_dir(c, fd, ns.v[i], hp, kp, &st);
 		} else if (S_ISREG(st.st_mode)) {
@@ -352,22 +420,10 @@ static void export_contents(struct exp *c, int fd, const char *hpath, const char
 		free(kp);
 		free(hp);
 	}
-	free_names(&ns);
+	exp_free_names(&ns);
 }
 
-static void set_dir_attrs(struct exp *c, int fd, const char *hpath, const struct stat *st)
-{
-	struct timespec ts[2] = { st->st_atim, st->st_mtim };
-
-	if (c->as_root && fchown(fd, st->st_uid, st->st_gid) < 0)
-		fail(c, hpath, errno);
-	else if (fchmod(fd, st->st_mode & 07777) < 0)
-		fail(c, hpath, errno);
-	else if (futimens(fd, ts) < 0)
-		fail(c, hpath, errno);
-}
-
-static void export_dir(struct exp *c, int dfd, const char *name, const char *hpath,
+void export_dir(struct exp *c, int dfd, const char *name, const char *hpath,
 		       const char *kpath, const struct stat *st)
 {
 	struct stat hst;
@@ -378,132 +434,26 @@ static void export_dir(struct exp *c, int dfd, const char *name, const char *hpa
 		/* An existing directory is merged into; anything else blocks. */
 		if (e != EEXIST || fstatat(dfd, name, &hst, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    !S_ISDIR(hst.st_mode)) {
-			fail(c, hpath, e);
+			exp_fail(c, hpath, e);
 			return;
 		}
 	}
 	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
-		fail(c, hpath, errno);
+		exp_fail(c, hpath, errno);
 		return;
 	}
 	export_contents(c, fd, hpath, kpath);
-	if (!c->fatal)
-		set_dir_attrs(c, fd, hpath, st);
+	if (!exp_stopped(c))
+		set_attrs(c, fd, hpath, st);
 	close(fd);
 	attrs_out(c, kpath, hpath);
 }
 
-static const char *base_name(const char *p)
+const char *exp_base_name(const char *p)
 {
 	const char *s = strrchr(p, '/');
 
 	return s && s[1] ? s + 1 : p;
 }
 
-int cmd_export(int argc, char **argv)
-{
-	struct exp c = { 0 };
-	struct cli_target t;
-	struct stat kst, hst;
-	const char *dst;
-	int first = 1, r, dfd = -1;
-
-	if (cli_want_help("export", argc, argv))
-		return CLI_EXIT_OK;
-	if (argc > 1 && strcmp(argv[1], "--") == 0)
-		first = 2;
-	else
-		for (int i = 1; i < argc; i++)
-			if (argv[i][0] == '-' && argv[i][1] != '\0')
-				return cli_usage_error("export", "unknown option '%s'", argv[i]);
-	if (argc - first != 2)
-		return cli_usage_error("export", "expected POOL:/path and DST operands");
-	if (cli_parse_target("export", argv[first], &t) < 0)
-		return CLI_EXIT_USAGE;
-	dst = argv[first + 1];
-	c.fs = cli_mount(t.pool, 1);
-	if (!c.fs)
-		return CLI_EXIT_FAIL;
-	c.buf = malloc(CLI_COPY_BUF);
-	c.links = cli_linkmap_new();
-	c.as_root = geteuid() == 0;
-	if (!c.buf || !c.links) {
-		fail(&c, dst, ENOMEM);
-		goto out;
-	}
-	r = kura_stat(c.fs, t.path, &kst);
-	if (r < 0) {
-		fail(&c, t.arg, -r);
-		goto out;
-	}
-	if (!S_ISDIR(kst.st_mode) && !S_ISREG(kst.st_mode)) {
-		cli_msg("export", "%s: cannot export a %s", t.arg, cli_type_name(kst.st_mode));
-		c.errors++;
-		goto out;
-	}
-
-	cli_progress_start("export");
-	if (stat(dst, &hst) == 0) {
-		if (!S_ISDIR(hst.st_mode)) {
-			fail(&c, dst, ENOTDIR);
-			goto out;
-		}
-		dfd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (dfd < 0) {
-			fail(&c, dst, errno);
-			goto out;
-		}
-		/* Existing destination: only its contents are ours to set. */
-		if (S_ISDIR(kst.st_mode)) {
-			export_contents(&c, dfd, dst, t.path);
-		} else {
-			char *hp = cli_join(dst, base_name(t.path));
-			if (hp)
-				export_file(&c, dfd, base_name(t.path), hp, t.path, &kst, 0);
-			free(hp);
-		}
-	} else if (errno == ENOENT) {
-		char *parent = strdup(dst), *slash;
-		size_t n = strlen(parent);
-		while (n > 1 && parent[n - 1] == '/')
-			parent[--n] = '\0';
-		slash = strrchr(parent, '/');
-		if (slash && slash != parent) {
-			*slash = '\0';
-			r = cli_mkdir_p(parent, 0777);
-			if (r < 0) {
-				fail(&c, parent, -r);
-				free(parent);
-				goto out;
-			}
-		}
-		free(parent);
-		if (S_ISDIR(kst.st_mode)) {
-			export_dir(&c, AT_FDCWD, dst, dst, t.path, &kst);
-		} else if (mkdir(dst, 0777) < 0) {
-			fail(&c, dst, errno);
-		} else if ((dfd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-			fail(&c, dst, errno);
-		} else {
-			char *hp = cli_join(dst, base_name(t.path));
-			if (hp)
-				export_file(&c, dfd, base_name(t.path), hp, t.path, &kst, 0);
-			free(hp);
-		}
-	} else {
-		fail(&c, dst, errno);
-	}
-	cli_progress_finish();
-	if (c.fatal)
-		cli_msg("export", "stopped early; %s is incomplete", dst);
-out:
-	if (dfd >= 0)
-		close(dfd);
-	free(c.buf);
-	cli_linkmap_free(c.links);
-	r = kura_unmount(c.fs);
-	if (r < 0)
-		fail(&c, t.pool, -r);
-	return c.errors ? CLI_EXIT_FAIL : CLI_EXIT_OK;
-}

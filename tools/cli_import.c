@@ -1,5 +1,6 @@
 /*
- * cli_import.c — `kura import SRC POOL:/path`: copy a host tree into a pool.
+ * cli_import.c — the walk of `kura import` and `kura stage-in` (commands in
+ * cli_import_cmd.c): copy a host tree into a pool.
  *
  * Order of operations per object matters:
  *  - directories are created owner-writable (0700) and only get their real
@@ -16,45 +17,44 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "cli_import.h"
 
-struct imp {
-	kura_fs *fs;
-	char *buf;
-	struct cli_linkmap *links;
-	int as_root;
-	dev_t pool_dev;
-	ino_t pool_ino;
-	int have_pool;
-	unsigned long skipped;
-	unsigned long errors;
-	int fatal;
-};
 
 static int is_fatal(int err)
 {
 	return err == ENOSPC || err == EDQUOT || err == EROFS || err == EIO || err == ENOMEM;
 }
 
-static void fail(struct imp *c, const char *path, int err)
+/* Workers fail too, while the walk reads fatal to stop early. */
+static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void imp_fail(struct imp *c, const char *path, int err)
 {
-	cli_err("import", path, err);
+	cli_err(c->cmd, path, err);
+	pthread_mutex_lock(&fail_lock);
 	c->errors++;
+	pthread_mutex_unlock(&fail_lock);
 	if (is_fatal(err))
-		c->fatal = 1;
+		__atomic_store_n(&c->fatal, 1, __ATOMIC_RELAXED);
+}
+
+int imp_stopped(struct imp *c)
+{
+	return __atomic_load_n(&c->fatal, __ATOMIC_RELAXED);
 }
 
 static void attrs_in(struct imp *c, const char *spath, const char *kpath)
 {
 	int r = cli_xattrs_in(c->fs, spath, kpath);
 	if (r)
-		fail(c, kpath, r);
+		imp_fail(c, kpath, r);
 }
 
 static struct timespec *times_of(const struct stat *st, struct timespec ts[2])
@@ -78,33 +78,7 @@ static int make_room(struct imp *c, const char *kpath)
 	return kura_unlink(c->fs, kpath);
 }
 
-static int kura_mkdir_parents(kura_fs *fs, const char *path, mode_t mode)
-{
-	char *p = strdup(path);
-	struct stat st;
-	int r = 0;
-
-	if (!p)
-		return -ENOMEM;
-	for (char *s = p + 1; *s; s++) {
-		if (*s != '/')
-			continue;
-		*s = '\0';
-		r = kura_mkdir(fs, p, mode);
-		if (r == -EEXIST) {
-			r = kura_stat(fs, p, &st);
-			if (r == 0 && !S_ISDIR(st.st_mode))
-				r = -ENOTDIR;
-		}
-		*s = '/';
-		if (r < 0)
-			break;
-	}
-	free(p);
-	return r;
-}
-
-static int copy_data(struct imp *c, int fd, int kfd, const char *spath, const char *kpath)
+static int copy_data(struct imp *c, char *buf, int fd, int kfd, const char *spath, const char *kpath)
 {
 	off_t pos = 0, written_end = 0;
 	int sparse = 1;
@@ -134,20 +108,20 @@ static int copy_data(struct imp *c, int fd, int kfd, const char *spath, const ch
 			ssize_t n;
 			if ((off_t)want > hole - pos)
 				want = (size_t)(hole - pos);
-			n = pread(fd, c->buf, want, pos);
+			n = pread(fd, buf, want, pos);
 			if (n < 0) {
 				if (errno == EINTR)
 					continue;
-				fail(c, spath, errno);
+				imp_fail(c, spath, errno);
 				return -1;
 			}
 			if (n == 0)
 				goto eof;
 			for (ssize_t done = 0; done < n;) {
-				ssize_t w = kura_pwrite(c->fs, kfd, c->buf + done, (size_t)(n - done),
+				ssize_t w = kura_pwrite(c->fs, kfd, buf + done, (size_t)(n - done),
 							pos + done);
 				if (w < 0) {
-					fail(c, kpath, (int)-w);
+					imp_fail(c, kpath, (int)-w);
 					return -1;
 				}
 				done += w;
@@ -164,18 +138,74 @@ eof:
 	if (fstat(fd, &st) == 0 && st.st_size > written_end) {
 		int r = kura_ftruncate(c->fs, kfd, st.st_size);
 		if (r < 0) {
-			fail(c, kpath, -r);
+			imp_fail(c, kpath, -r);
 			return -1;
 		}
 	}
 	return 0;
 }
 
-static void import_file(struct imp *c, int dfd, const char *name, const char *spath,
-			const char *kpath, const struct stat *st, int oflags)
+/* The file's contents, then owner, mode and times; both descriptors are
+ * closed.  Run by the walk or by a stage-in worker. */
+static void fill_file(struct imp *c, char *buf, int fd, int kfd, const char *spath, const char *kpath,
+		      const struct stat *st)
 {
 	struct timespec ts[2];
+	int r;
+
+	if (!buf || copy_data(c, buf, fd, kfd, spath, kpath) < 0) {
+		if (!buf)
+			imp_fail(c, kpath, ENOMEM);
+		/* A truncated copy with placeholder mode looks like a real file;
+		 * better to leave nothing. */
+		kura_close(c->fs, kfd);
+		kura_unlink(c->fs, kpath);
+		close(fd);
+		return;
+	}
+	if (c->as_root && (r = kura_fchown(c->fs, kfd, st->st_uid, st->st_gid)) < 0)
+		imp_fail(c, kpath, -r);
+	else if ((r = kura_fchmod(c->fs, kfd, st->st_mode & 07777)) < 0)
+		imp_fail(c, kpath, -r);
+	else if ((r = kura_futimens(c->fs, kfd, times_of(st, ts))) < 0)
+		imp_fail(c, kpath, -r);
+	r = kura_close(c->fs, kfd);
+	if (r < 0)
+		imp_fail(c, kpath, -r);
+	if (c->so && c->so->verify) {
+		int rfd = kura_open(c->fs, kpath, O_RDONLY | O_NOFOLLOW, 0);
+		r = rfd < 0 ? rfd : cli_stage_compare(fd, c->fs, rfd, buf);
+		if (rfd >= 0)
+			kura_close(c->fs, rfd);
+		if (r > 0)
+			cli_msg(c->cmd, "%s: contents differ from %s after the copy", kpath, spath);
+		if (r)
+			imp_fail(c, kpath, r > 0 ? EIO : -r);
+	}
+	close(fd);
+	attrs_in(c, spath, kpath);
+	cli_progress_add(1, 0);
+}
+
+void imp_fill_job(void *ctx, struct cli_stage_job *j, char *buf)
+{
+	fill_file(ctx, buf, j->src_fd, j->dst_fd, j->src, j->dst, &j->st);
+}
+
+void import_file(struct imp *c, int dfd, const char *name, const char *spath,
+			const char *kpath, const struct stat *st, int oflags)
+{
+	struct stat kst;
 	int fd, kfd, r;
+
+	if (c->so && kura_lstat(c->fs, kpath, &kst) == 0 && cli_stage_identical(st, &kst) &&
+	    (!c->as_root || (kst.st_uid == st->st_uid && kst.st_gid == st->st_gid))) {
+		if (st->st_nlink > 1 && !cli_linkmap_get(c->links, st->st_dev, st->st_ino) &&
+		    cli_linkmap_put(c->links, st->st_dev, st->st_ino, kpath) < 0)
+			imp_fail(c, kpath, ENOMEM);
+		cli_progress_add(1, (uint64_t)st->st_size);
+		return;
+	}
 
 	if (st->st_nlink > 1) {
 		const char *first = cli_linkmap_get(c->links, st->st_dev, st->st_ino);
@@ -189,7 +219,7 @@ static void import_file(struct imp *c, int dfd, const char *name, const char *sp
 			}
 			/* e.g. EMLINK: fall back to an independent copy. */
 			if (r != -EMLINK) {
-				fail(c, kpath, -r);
+				imp_fail(c, kpath, -r);
 				return;
 			}
 		}
@@ -198,7 +228,7 @@ static void import_file(struct imp *c, int dfd, const char *name, const char *sp
 	if (fd < 0 && errno == EPERM) /* O_NOATIME needs ownership */
 		fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | oflags);
 	if (fd < 0) {
-		fail(c, spath, errno);
+		imp_fail(c, spath, errno);
 		return;
 	}
 	kfd = kura_open(c->fs, kpath, O_WRONLY | O_CREAT | O_EXCL, 0600);
@@ -207,33 +237,15 @@ static void import_file(struct imp *c, int dfd, const char *name, const char *sp
 		kfd = r < 0 ? r : kura_open(c->fs, kpath, O_WRONLY | O_CREAT | O_EXCL, 0600);
 	}
 	if (kfd < 0) {
-		fail(c, kpath, -kfd);
+		imp_fail(c, kpath, -kfd);
 		close(fd);
 		return;
 	}
-	if (copy_data(c, fd, kfd, spath, kpath) < 0) {
-		/* A truncated copy with placeholder mode looks like a real file;
-		 * better to leave nothing. */
-		kura_close(c->fs, kfd);
-		kura_unlink(c->fs, kpath);
-		close(fd);
+	if (st->st_nlink > 1 && cli_linkmap_put(c->links, st->st_dev, st->st_ino, kpath) < 0)
+		imp_fail(c, kpath, ENOMEM);
+	if (c->stage && cli_stage_add(c->stage, fd, kfd, spath, kpath, st) == 0)
 		return;
-	}
-	if (c->as_root && (r = kura_fchown(c->fs, kfd, st->st_uid, st->st_gid)) < 0)
-		fail(c, kpath, -r);
-	else if ((r = kura_fchmod(c->fs, kfd, st->st_mode & 07777)) < 0)
-		fail(c, kpath, -r);
-	else if ((r = kura_futimens(c->fs, kfd, times_of(st, ts))) < 0)
-		fail(c, kpath, -r);
-	else if (st->st_nlink > 1 &&
-		 cli_linkmap_put(c->links, st->st_dev, st->st_ino, kpath) < 0)
-		fail(c, kpath, ENOMEM);
-	r = kura_close(c->fs, kfd);
-	if (r < 0)
-		fail(c, kpath, -r);
-	close(fd);
-	attrs_in(c, spath, kpath);
-	cli_progress_add(1, 0);
+	fill_file(c, c->buf, fd, kfd, spath, kpath, st);
 }
 
 static void import_symlink(struct imp *c, int dfd, const char *name, const char *spath,
@@ -249,12 +261,12 @@ static void import_symlink(struct imp *c, int dfd, const char *name, const char 
 	for (;;) {
 		target = malloc(cap);
 		if (!target) {
-			fail(c, spath, ENOMEM);
+			imp_fail(c, spath, ENOMEM);
 			return;
 		}
 		n = readlinkat(dfd, name, target, cap);
 		if (n < 0) {
-			fail(c, spath, errno);
+			imp_fail(c, spath, errno);
 			free(target);
 			return;
 		}
@@ -269,30 +281,30 @@ static void import_symlink(struct imp *c, int dfd, const char *name, const char 
 		r = kura_symlink(c->fs, target, kpath);
 	free(target);
 	if (r < 0) {
-		fail(c, kpath, -r);
+		imp_fail(c, kpath, -r);
 		return;
 	}
 	if (c->as_root && (r = kura_chown(c->fs, kpath, st->st_uid, st->st_gid, 1)) < 0)
-		fail(c, kpath, -r);
+		imp_fail(c, kpath, -r);
 	else if ((r = kura_utimens(c->fs, kpath, times_of(st, ts), 1)) < 0)
-		fail(c, kpath, -r);
+		imp_fail(c, kpath, -r);
 	attrs_in(c, spath, kpath);
 	cli_progress_add(1, 0);
 }
 
-static void import_dir(struct imp *c, int dfd, const char *name, const char *spath,
+void import_dir(struct imp *c, int dfd, const char *name, const char *spath,
 		       const char *kpath, const struct stat *st, int oflags);
 
 static void import_special(struct imp *c, const char *spath, const char *kpath, const struct stat *st);
 
-static void import_contents(struct imp *c, int fd, const char *spath, const char *kpath)
+void import_contents(struct imp *c, int fd, const char *spath, const char *kpath)
 {
 	int dup_fd = dup(fd);
 	DIR *d = dup_fd < 0 ? NULL : fdopendir(dup_fd);
 	struct dirent *de;
 
 	if (!d) {
-		fail(c, spath, errno);
+		imp_fail(c, spath, errno);
 		if (dup_fd >= 0)
 			close(dup_fd);
 		return;
@@ -305,7 +317,7 @@ static void import_contents(struct imp *c, int fd, const char *spath, const char
 		de = readdir(d);
 		if (!de) {
 			if (errno)
-				fail(c, spath, errno);
+				imp_fail(c, spath, errno);
 			break;
 		}
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
@@ -313,16 +325,16 @@ static void import_contents(struct imp *c, int fd, const char *spath, const char
 		sp = cli_join(spath, de->d_name);
 		kp = cli_join(kpath, de->d_name);
 		if (!sp || !kp) {
-			fail(c, spath, ENOMEM);
+			imp_fail(c, spath, ENOMEM);
 			free(sp);
 			free(kp);
 			break;
 		}
 		if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
-			fail(c, sp, errno);
+			imp_fail(c, sp, errno);
 		} else if (c->have_pool && st.st_dev == c->pool_dev && st.st_ino == c->pool_ino) {
 			/* Copying the pool into itself would never end well. */
-			cli_msg("import", "%s: skipping the destination pool file itself", sp);
+			cli_msg(c->cmd, "%s: skipping the destination pool file itself", sp);
 		} else if (S_ISDIR(st.st_mode)) {
 			import_dir(c, fd, de->d_name, sp, kp, &st, O_NOFOLLOW);
 		} else if (S_ISREG(st.st_mode)) {
@@ -334,7 +346,7 @@ static void import_contents(struct imp *c, int fd, const char *spath, const char
 		}
 		free(sp);
 		free(kp);
-		if (c->fatal)
+		if (imp_stopped(c))
 			break;
 	}
 	closedir(d);
@@ -349,7 +361,7 @@ static void import_special(struct imp *c, const char *spath, const char *kpath, 
 	int r;
 
 	if ((S_ISCHR(st->st_mode) || S_ISBLK(st->st_mode)) && !c->as_root) {
-		cli_msg("import", "%s: skipping %s (only root makes device nodes)", spath, cli_type_name(st->st_mode));
+		cli_msg(c->cmd, "%s: skipping %s (only root makes device nodes)", spath, cli_type_name(st->st_mode));
 		c->skipped++;
 		return;
 	}
@@ -358,15 +370,15 @@ static void import_special(struct imp *c, const char *spath, const char *kpath, 
 	if (r == -EEXIST && (r = make_room(c, kpath)) == 0)
 		r = kura_mknod(c->fs, kpath, mode, st->st_rdev);
 	if (r < 0) {
-		fail(c, kpath, -r);
+		imp_fail(c, kpath, -r);
 		return;
 	}
 	if (c->as_root && (r = kura_chown(c->fs, kpath, st->st_uid, st->st_gid, 1)) < 0)
-		fail(c, kpath, -r);
+		imp_fail(c, kpath, -r);
 	else if ((r = kura_chmod(c->fs, kpath, st->st_mode & 07777)) < 0)
-		fail(c, kpath, -r);
+		imp_fail(c, kpath, -r);
 	else if ((r = kura_utimens(c->fs, kpath, times_of(st, ts), 1)) < 0)
-		fail(c, kpath, -r);
+		imp_fail(c, kpath, -r);
 	attrs_in(c, spath, kpath);
 	cli_progress_add(1, 0);
 }
@@ -385,7 +397,7 @@ static int apply_dir_attrs(struct imp *c, const char *kpath, const struct stat *
 	return r;
 }
 
-static void import_dir(struct imp *c, int dfd, const char *name, const char *spath,
+void import_dir(struct imp *c, int dfd, const char *name, const char *spath,
 		       const char *kpath, const struct stat *st, int oflags)
 {
 	struct stat kst;
@@ -399,146 +411,21 @@ static void import_dir(struct imp *c, int dfd, const char *name, const char *spa
 			r = -EEXIST;
 	}
 	if (r < 0) {
-		fail(c, kpath, -r);
+		imp_fail(c, kpath, -r);
 		return;
 	}
 	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC | oflags);
 	if (fd < 0) {
-		fail(c, spath, errno);
+		imp_fail(c, spath, errno);
 	} else {
 		import_contents(c, fd, spath, kpath);
 		close(fd);
 	}
-	if (c->fatal)
+	if (imp_stopped(c))
 		return;
 	r = apply_dir_attrs(c, kpath, st);
 	if (r < 0)
-		fail(c, kpath, -r);
+		imp_fail(c, kpath, -r);
 	attrs_in(c, spath, kpath);
 }
 
-static const char *base_name(const char *p)
-{
-	size_t n = strlen(p);
-	const char *s;
-
-	while (n > 1 && p[n - 1] == '/')
-		n--;
-	for (s = p + n; s > p && s[-1] != '/'; s--)
-		;
-	return s;
-}
-
-int cmd_import(int argc, char **argv)
-{
-	struct imp c = { 0 };
-	struct cli_target t;
-	struct stat st, kst, pst;
-	const char *src;
-	int first = 1, r, dest_is_dir = 0;
-	mode_t um;
-
-	if (cli_want_help("import", argc, argv))
-		return CLI_EXIT_OK;
-	if (argc > 1 && strcmp(argv[1], "--") == 0)
-		first = 2;
-	else
-		for (int i = 1; i < argc; i++)
-			if (argv[i][0] == '-' && argv[i][1] != '\0')
-				return cli_usage_error("import", "unknown option '%s'", argv[i]);
-	if (argc - first != 2)
-		return cli_usage_error("import", "expected SRC and POOL:/path operands");
-	src = argv[first];
-	if (cli_parse_target("import", argv[first + 1], &t) < 0)
-		return CLI_EXIT_USAGE;
-	if (stat(src, &st) < 0) {
-		cli_err("import", src, errno);
-		return CLI_EXIT_FAIL;
-	}
-	if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-		cli_msg("import", "%s: cannot import a %s", src, cli_type_name(st.st_mode));
-		return CLI_EXIT_FAIL;
-	}
-	if (t.is_default && cli_ensure_default_pool("import", t.pool) < 0)
-		return CLI_EXIT_FAIL;
-	c.fs = cli_mount(t.pool, 0);
-	if (!c.fs)
-		return CLI_EXIT_FAIL;
-	c.buf = malloc(CLI_COPY_BUF);
-	c.links = cli_linkmap_new();
-	if (!c.buf || !c.links) {
-		cli_err("import", src, ENOMEM);
-		free(c.buf);
-		cli_linkmap_free(c.links);
-		kura_unmount(c.fs);
-		return CLI_EXIT_FAIL;
-	}
-	c.as_root = geteuid() == 0;
-	if (stat(t.pool, &pst) == 0) {
-		c.have_pool = 1;
-		c.pool_dev = pst.st_dev;
-		c.pool_ino = pst.st_ino;
-	}
-	um = umask(0);
-	umask(um);
-
-	r = kura_stat(c.fs, t.path, &kst);
-	if (r == 0) {
-		dest_is_dir = S_ISDIR(kst.st_mode);
-		if (!dest_is_dir && S_ISDIR(st.st_mode)) {
-			cli_err("import", t.arg, ENOTDIR);
-			c.errors++;
-			goto out;
-		}
-	} else if (r == -ENOENT) {
-		r = kura_mkdir_parents(c.fs, t.path, 0777 & ~um);
-		if (r < 0) {
-			cli_err("import", t.arg, -r);
-			c.errors++;
-			goto out;
-		}
-	} else {
-		cli_err("import", t.arg, -r);
-		c.errors++;
-		goto out;
-	}
-
-	cli_progress_start("import");
-	if (S_ISDIR(st.st_mode)) {
-		if (dest_is_dir) {
-			/* Existing destination: only its contents are ours to set. */
-			int fd = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-			if (fd < 0) {
-				fail(&c, src, errno);
-			} else {
-				import_contents(&c, fd, src, t.path);
-				close(fd);
-			}
-		} else {
-			import_dir(&c, AT_FDCWD, src, src, t.path, &st, 0);
-		}
-	} else if (dest_is_dir) {
-		char *kp = cli_join(t.path, base_name(src));
-		if (kp)
-			import_file(&c, AT_FDCWD, src, src, kp, &st, 0);
-		else
-			fail(&c, src, ENOMEM);
-		free(kp);
-	} else {
-		import_file(&c, AT_FDCWD, src, src, t.path, &st, 0);
-	}
-	cli_progress_finish();
-	if (c.skipped)
-		cli_msg("import", "skipped %lu special file%s", c.skipped, c.skipped == 1 ? "" : "s");
-	if (c.fatal)
-		cli_msg("import", "stopped early; %s is incomplete", t.arg);
-out:
-	free(c.buf);
-	cli_linkmap_free(c.links);
-	r = kura_unmount(c.fs);
-	if (r < 0) {
-		cli_err("import", t.pool, -r);
-		c.errors++;
-	}
-	return c.errors ? CLI_EXIT_FAIL : CLI_EXIT_OK;
-}

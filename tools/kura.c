@@ -1,7 +1,8 @@
 /*
  * kura.c — the `kura` command: dispatch, help, and the pool-level commands
  * (mkfs, fsck, upgrade, info).  File-level commands live in cli_inspect.c, tree
- * copies in cli_import.c / cli_export.c.
+ * copies in cli_import.c / cli_export.c (and stage-in/stage-out, with
+ * cli_stage.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -75,6 +76,20 @@ static const struct command commands[] = {
 	  "hard links are kept; owners too when run as root; FIFOs, sockets and\n"
 	  "(as root) device nodes too.  If /path is a regular file it is copied\n"
 	  "into DST under its own name.\n" },
+	{ "stage-in", cmd_stage_in, "stage-in [-j N] [--verify] SRC POOL:/path",
+	  "Stage a host tree (a shared file system's, say) into a pool: import's\n"
+	  "copy, with N threads filling files (default 4) and files the pool\n"
+	  "already holds unchanged left alone (same size, modification time and\n"
+	  "mode), so running it again after an interruption goes on where it\n"
+	  "stopped.  --verify reads every copied file back and compares it.  On\n"
+	  "a terminal the progress line gives bytes/s, the share done and an ETA.\n" },
+	{ "stage-out", cmd_stage_out, "stage-out [-j N] [--verify] [--watch [--settle SECS]] POOL:/path DST",
+	  "Stage a pool tree out to a host directory: export's copy, with N\n"
+	  "threads (default 4), files DST already holds unchanged left alone\n"
+	  "(resumable), --verify as for stage-in.  --watch goes on after the\n"
+	  "first pass, copying each file that changes once it has not changed\n"
+	  "for SECS seconds (default 2: taken as closed and no longer written),\n"
+	  "until SIGINT or SIGTERM.\n" },
 	{ "run", cmd_run, "run [--pool POOL] [--mount PREFIX] [--] COMMAND [ARGS...]",
 	  "Run COMMAND with libkura.so preloaded: paths under PREFIX (default\n"
 	  "/kura) are served from POOL (default: the default pool, created if\n"

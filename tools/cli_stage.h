@@ -1,0 +1,53 @@
+/*
+ * cli_stage.h — parallel, resumable tree copies for stage-in/stage-out
+ * (cli_stage.c), shared by cli_import.c and cli_export.c.
+ */
+#ifndef KURA_CLI_STAGE_H
+#define KURA_CLI_STAGE_H
+#include <sys/stat.h>
+
+#include "kura.h"
+
+struct cli_stage_opts {
+	int jobs;      /* worker threads filling files */
+	int verify;    /* compare each file's contents after its copy */
+	int watch;     /* stage-out: pass after pass until SIGINT/SIGTERM */
+	double settle; /* --watch: a file unchanged this long is no longer being written */
+	int first;     /* argv index of the first operand */
+};
+
+/* A regular file whose name the walk made, to be filled by a worker. */
+struct cli_stage_job {
+	int src_fd, dst_fd;
+	char *src, *dst; /* paths, for messages */
+	struct stat st;  /* the source's */
+	struct cli_stage_job *next;
+};
+
+/* Fills j (contents, then owner, mode, times), closes both descriptors and
+ * reports what failed; buf is CLI_COPY_BUF bytes or NULL (out of memory). */
+typedef void (*cli_stage_fill_fn)(void *ctx, struct cli_stage_job *j, char *buf);
+
+struct cli_stage;
+struct cli_stage *cli_stage_start(int jobs, cli_stage_fill_fn fill, void *ctx);
+/* Queues a file, waiting while the queue is full; 0 or -ENOMEM (the
+ * caller still owns the descriptors then). */
+int cli_stage_add(struct cli_stage *s, int src_fd, int dst_fd, const char *src, const char *dst,
+		  const struct stat *st);
+/* Waits for every queued file; s is gone afterwards.  NULL is fine. */
+void cli_stage_finish(struct cli_stage *s);
+
+/* rsync's quick check: the copy need not be made again. */
+int cli_stage_identical(const struct stat *src, const struct stat *dst);
+/* 0 when a host file and a pool file hold the same bytes, 1 when not,
+ * -errno when one could not be read; buf is CLI_COPY_BUF bytes. */
+int cli_stage_compare(int host_fd, kura_fs *fs, int kfd, char *buf);
+/* -j/--jobs N, --verify, and for stage-out --watch and --settle SECONDS;
+ * 0, or an exit status after a usage message. */
+int cli_stage_parse(const char *cmd, int argc, char **argv, int with_watch, struct cli_stage_opts *o);
+/* The options and two operands of import/export (none but "--"), or of
+ * stage-in/stage-out (so: theirs); -1 with *first the index of the first
+ * operand, or an exit status after --help or a usage message. */
+int cli_copy_args(const char *cmd, int argc, char **argv, struct cli_stage_opts *so, int with_watch,
+		  const char *operands, int *first);
+#endif
