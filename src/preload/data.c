@@ -365,7 +365,12 @@ KP_EXPORT int futimes(int fd, const struct timeval tv[2])
 static void to_statfs(const struct statvfs *sv, struct statfs *sf)
 {
 	memset(sf, 0, sizeof *sf);
-	sf->f_type = 0x6b757261; /* "kura", as st_dev */
+	/* Programs pick their ways by f_type, and know only the kernel's:
+	 * coreutils' tail -f polls a file system it does not know to be
+	 * local, where it would use inotify, which pool files now have.
+	 * tmpfs's is the nearest: memory-mapped, every change durable at
+	 * return as far as the medium goes. */
+	sf->f_type = 0x01021994; /* TMPFS_MAGIC */
 	sf->f_bsize = (long)sv->f_bsize;
 	sf->f_frsize = (long)sv->f_frsize;
 	sf->f_blocks = sv->f_blocks;

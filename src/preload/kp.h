@@ -375,6 +375,15 @@ static inline long kp_noted(struct kp_fd *e, long r, long min, uint32_t mask)
 		kp_notify_fd(e, mask);
 	return r;
 }
+/* The engine's result r passed on; on success, mask reported for kp's name
+ * (notify.c), when anyone watches. */
+#define NOTED_AT(kp, r, mask, kind)                                                         \
+	({                                                                                  \
+		long n_ = (r);                                                              \
+		if (n_ == 0 && KP_WATCHED((kp).mnt))                                        \
+			kp_notify_at((kp).mnt, (kp).kdirfd, (kp).p, (mask), (kind));        \
+		n_;                                                                         \
+	})
 /* fcntl(F_NOTIFY) on a kura directory descriptor. */
 int kp_notify_dnotify(int fd, struct kp_fd *e, unsigned long arg);
 /* Descriptor fd (e) is about to go: IN_CLOSE_* if it is the last of its

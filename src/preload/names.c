@@ -151,15 +151,6 @@ KP_EXPORT int eaccess(const char *p, int mode) { return euidaccess(p, mode); }
 
 /* ---- create and remove ---- */
 
-/* The engine's result r passed on; on success, mask reported for kp's name
- * (notify.c), when anyone watches. */
-#define NOTED_AT(kp, r, mask, kind)                                                         \
-	({                                                                                  \
-		long n_ = (r);                                                              \
-		if (n_ == 0 && KP_WATCHED((kp).mnt))                                        \
-			kp_notify_at((kp).mnt, (kp).kdirfd, (kp).p, (mask), (kind));        \
-		n_;                                                                         \
-	})
 
 KP_EXPORT int mkdirat(int dirfd, const char *path, mode_t mode)
 {

@@ -3,9 +3,14 @@
  * the pool's ring (notify.c) on the directory's entries raise the
  * descriptor's signal in this process, as fs/notify/dnotify does: SIGIO,
  * or the F_SETSIG signal queued with si_fd, si_band POLL_MSG's band.
- * Without DN_MULTISHOT a registration goes after its first signal.  The
- * signal is queued to this process by its own thread, which the kernel
- * allows with a positive si_code (the kernel's own).
+ * Without DN_MULTISHOT a registration goes after its first signal.
+ *
+ * The signal is queued to the process by the watcher thread.  The kernel
+ * lets a thread queue a positive si_code (the kernel's own, POLL_MSG) only
+ * to itself, which would keep the signal from the program's other threads
+ * (and from sigwait in them); so it comes with si_code SI_QUEUE, si_band
+ * and si_fd set as the kernel sets them.  SIGIO without F_SETSIG is sent
+ * with kill (SI_USER where the kernel says SI_KERNEL).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -72,7 +77,7 @@ void kn_dn_deliver(int m, const struct kn_rec *r)
 		siginfo_t si;
 		memset(&si, 0, sizeof si);
 		si.si_signo = sig > 0 ? sig : SIGIO;
-		si.si_code = POLL_MSG;
+		si.si_code = SI_QUEUE;
 		si.si_band = POLLIN | POLLRDNORM | POLLMSG;
 		si.si_fd = d->fd;
 		if (sig > 0)
@@ -100,8 +105,6 @@ int kp_notify_dnotify(int fd, struct kp_fd *e, unsigned long arg)
 {
 	if (!e->isdir)
 		return (int)kp_ret(-ENOTDIR);
-	if (arg & ~(unsigned long)(DN_ACCESS | DN_MODIFY | DN_CREATE | DN_DELETE | DN_RENAME | DN_ATTRIB | DN_MULTISHOT))
-		return (int)kp_ret(-EINVAL);
 	int64_t ino = kura_fd_ino(kp_mounts[e->mnt].fs, e->kfd);
 	struct kn_ring *ring = kn_ring_get(e->mnt);
 	if (ino <= 0 || !ring)

@@ -274,6 +274,15 @@ static void drain(int m)
 	}
 }
 
+/* Every ring this process reads.  Records already in the rings belong before what a call queues now
+ * (IN_IGNORED), and are not for a watch made now. */
+static void drain_all(void)
+{
+	for (int m = 0; m < KP_MAX_MOUNTS; m++)
+		if (pool_watches[m] && kn_rings[m])
+			drain(m);
+}
+
 /* Events from the kernel instance, their wds mapped to ours. */
 static void forward_kernel(struct inst *in)
 {
@@ -360,9 +369,7 @@ static void *thread_main(void *arg)
 		for (int i = 1; i < n; i += 2)
 			if (pf[i + 1].revents & POLLIN)
 				forward_kernel(who[i]);
-		for (int m = 0; m < KP_MAX_MOUNTS; m++)
-			if (pool_watches[m] && kn_rings[m])
-				drain(m);
+		drain_all();
 		for (int i = 1; i < n; i += 2) {
 			if (pf[i].revents & (POLLHUP | POLLERR))
 				destroy(who[i]);
@@ -555,6 +562,7 @@ static int pool_watch(struct inst *in, struct kp_path *kp, uint32_t mask)
 		r = -ENOSPC; /* no ring to hear from: as out of watches */
 	if (r)
 		return (int)kp_ret(r);
+	drain_all();
 	uint32_t keep = mask & (IN_ALL_EVENTS | IN_ONESHOT | IN_EXCL_UNLINK);
 	for (int i = 0; i < in->nw; i++) {
 		struct watch *w = &in->w[i];
@@ -646,6 +654,7 @@ KP_EXPORT int inotify_rm_watch(int fd, int wd)
 	pthread_mutex_lock(&mu);
 	struct inst *in = find(&st);
 	int r = -EINVAL;
+	drain_all();
 	for (int i = 0; in && i < in->nw; i++)
 		if (in->w[i].wd == wd) {
 			if (in->w[i].kwd >= 0)
