@@ -384,6 +384,9 @@ static inline long kp_noted(struct kp_fd *e, long r, long min, uint32_t mask)
 			kp_notify_at((kp).mnt, (kp).kdirfd, (kp).p, (mask), (kind));        \
 		n_;                                                                         \
 	})
+/* Before an exec (failed: after one that failed): an inotify instance of
+ * ours that the new image keeps is kept from reading end-of-file. */
+void kp_notify_exec(int failed);
 /* fcntl(F_NOTIFY) on a kura directory descriptor. */
 int kp_notify_dnotify(int fd, struct kp_fd *e, unsigned long arg);
 /* Descriptor fd (e) is about to go: IN_CLOSE_* if it is the last of its

@@ -295,10 +295,12 @@ void kp_notify_linked(int m, int nd, const char *np)
 void kp_notify_fd(struct kp_fd *e, uint32_t mask)
 {
 	kura_fs *fs = kp_mounts[e->mnt].fs;
-	int64_t ino = kura_fd_ino(fs, e->kfd);
-	if (ino <= 0)
-		return;
+	struct stat st;
 	int er = errno;
+	if (kura_fstat(fs, e->kfd, &st) < 0) {
+		errno = er;
+		return;
+	}
 	if (e->isdir)
 		mask |= IN_ISDIR;
 	/* The directory the file was opened in, by the path it was opened
@@ -313,7 +315,7 @@ void kp_notify_fd(struct kp_fd *e, uint32_t mask)
 		split(path + plen, dir, sizeof dir, &name, &nl);
 		d = dir_ino(fs, KURA_AT_ROOT, dir);
 	}
-	emit(e->mnt, KN_BOTH, mask, 0, d, (uint64_t)ino, name, nl);
+	emit(e->mnt, KN_BOTH | (st.st_nlink ? 0 : KN_UNLINKED), mask, 0, d, (uint64_t)st.st_ino, name, nl);
 	errno = er;
 }
 

@@ -7,18 +7,21 @@
 #define KURA_PRELOAD_NOTIFY_H
 
 #include <stdint.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
 
 #include "kp.h"
 
 #define KN_MAGIC 0x6b6e7431u /* "kn" 1: changes with the layout */
 #define KN_RECS 4096u        /* a power of two: slots are seq % KN_RECS */
 #define KN_NAME 256          /* NAME_MAX + its NUL */
+#define KN_UNLINKED 0x100u   /* in kind: the object had no name left (IN_EXCL_UNLINK) */
 
 struct kn_rec {
 	uint64_t seq; /* position + 1 once complete; 0 while being written */
 	uint64_t dir, obj;
 	uint32_t mask, cookie;
-	uint32_t kind, namelen; /* kind: KN_CHILD/BOTH/SELF (kp.h) */
+	uint32_t kind, namelen; /* kind: KN_CHILD/BOTH/SELF (kp.h), | KN_UNLINKED */
 	char name[KN_NAME];
 };
 #define KN_WORDS (sizeof(struct kn_rec) / sizeof(uint64_t))
@@ -46,6 +49,48 @@ extern pthread_mutex_t kn_mu;
 extern int kn_pool_watches[KP_MAX_MOUNTS];
 /* Under kn_mu: the thread started; 0 or -errno. */
 int kn_start_thread(void);
+#define EV_SZ sizeof(struct inotify_event)
+#define EV_MAX (EV_SZ + KN_NAME + EV_SZ)
+
+/* ---- notify_inst.c: this process's instances ---- */
+
+struct watch {
+	int wd, kwd; /* kwd: the kernel instance's wd, -1 for a pool watch */
+	int mnt;
+	uint64_t ino;
+	uint32_t mask;
+};
+
+struct inst {
+	dev_t dev;
+	ino_t ino;   /* identity of the program's end of the socketpair */
+	int ufd;     /* the program's descriptor when it became ours */
+	int my, kfd; /* our end; the kernel instance */
+	struct watch *w;
+	int nw, cap, nextwd;
+	char *q; /* events not yet in the socket, back to back */
+	size_t qhead, qlen, qcap, qn;
+	char last[EV_MAX]; /* the last event queued or sent, for merging */
+	size_t lastlen;
+	struct inst *next;
+};
+
+extern struct inst *kn_insts;
+/* The instance whose program end is the socket st, or NULL. */
+struct inst *kn_find(const struct stat *st);
+/* 1 if st is an instance a parent process feeds (after fork). */
+int kn_inherited_here(const struct stat *st);
+/* The thread looks again at its descriptors and timeout. */
+void kn_kick(void);
+/* Watch slot i goes (its IN_IGNORED queued if ignored). */
+void kn_drop_watch(struct inst *in, int i, int ignored);
+int kn_new_wd(struct inst *in);
+struct watch *kn_add_slot(struct inst *in);
+/* Every ring this process reads, read up to its head. */
+void kn_drain_all(void);
+/* fd moved to the top of the descriptor range. */
+int kn_high(int fd);
+
 /* Under kn_mu: mount m's ring read from its head on (the first watch). */
 void kn_set_rpos(int m);
 /* notify_dn.c, from the thread: a record to the dnotify registrations. */

@@ -69,7 +69,7 @@ void kn_dn_deliver(int m, const struct kn_rec *r)
 			unregister(p);
 			continue;
 		}
-		if (d->mnt != m || r->kind == KN_SELF || r->dir != d->ino || !(r->mask & dn_events(d->mask))) {
+		if (d->mnt != m || (r->kind & ~KN_UNLINKED) == KN_SELF || r->dir != d->ino || !(r->mask & dn_events(d->mask))) {
 			p = &d->next;
 			continue;
 		}

@@ -19,9 +19,11 @@
  *
  * fork: the child shares the socket (the same instance, as the kernel's),
  * fed by the parent's thread; watches cannot be added or removed through
- * it in the child (EOPNOTSUPP).  exec: the thread and our ends are gone in
- * the new image, so a descriptor of an instance kept across exec reads
- * end-of-file (0).
+ * it in the child (EOPNOTSUPP).  exec: the new image has no thread and no
+ * watches of ours; an instance's descriptor that stays open across the
+ * exec (not close-on-exec) keeps our end of the pair open with it, so it
+ * reads nothing (EAGAIN, or blocks) rather than end-of-file.  Its kernel
+ * watches are gone too.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -40,33 +42,8 @@
 
 #include "notify.h"
 
-#define EV_SZ sizeof(struct inotify_event)
-#define EV_MAX (EV_SZ + KN_NAME + EV_SZ)
-
-struct watch {
-	int wd, kwd; /* kwd: the kernel instance's wd, -1 for a pool watch */
-	int mnt;
-	uint64_t ino;
-	uint32_t mask;
-};
-
-struct inst {
-	dev_t dev;
-	ino_t ino;   /* identity of the program's end of the socketpair */
-	int my, kfd; /* our end; the kernel instance */
-	struct watch *w;
-	int nw, cap, nextwd;
-	char *q; /* events not yet in the socket, back to back */
-	size_t qhead, qlen, qcap, qn;
-	char last[EV_MAX]; /* the last event queued or sent, for merging */
-	size_t lastlen;
-	struct inst *next;
-};
-
-#define mu kn_mu
-#define pool_watches kn_pool_watches
 pthread_mutex_t kn_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct inst *insts;
+struct inst *kn_insts;
 int kn_pool_watches[KP_MAX_MOUNTS]; /* this process's pool watches and dnotify registrations */
 static uint64_t rpos[KP_MAX_MOUNTS];
 static int ctl = -1; /* eventfd: the thread's set of descriptors changed */
@@ -76,7 +53,7 @@ static unsigned qmax;
 static struct { dev_t dev; ino_t ino; } inherited[16];
 static int ninherited;
 
-static void kick(void)
+void kn_kick(void)
 {
 	uint64_t one = 1;
 	if (ctl >= 0 && REAL(write)(ctl, &one, sizeof one) < 0) {
@@ -154,11 +131,11 @@ static void flush(struct inst *in)
 
 /* ---- watches ---- */
 
-static void drop_watch(struct inst *in, int i, int ignored)
+void kn_drop_watch(struct inst *in, int i, int ignored)
 {
 	struct watch *w = &in->w[i];
 	if (w->kwd < 0) {
-		pool_watches[w->mnt]--;
+		kn_pool_watches[w->mnt]--;
 		if (kn_rings[w->mnt])
 			__atomic_sub_fetch(&kn_rings[w->mnt]->watching, 1, __ATOMIC_RELAXED);
 	}
@@ -169,7 +146,7 @@ static void drop_watch(struct inst *in, int i, int ignored)
 	in->w[i] = in->w[--in->nw];
 }
 
-static int new_wd(struct inst *in)
+int kn_new_wd(struct inst *in)
 {
 	if (in->nextwd <= 0) /* wrapped, as idr_alloc_cyclic does */
 		in->nextwd = 1;
@@ -182,7 +159,7 @@ static int new_wd(struct inst *in)
 	}
 }
 
-static struct watch *add_slot(struct inst *in)
+struct watch *kn_add_slot(struct inst *in)
 {
 	if (in->nw == in->cap) {
 		int nc = in->cap ? in->cap * 2 : 8;
@@ -200,15 +177,17 @@ static struct watch *add_slot(struct inst *in)
  * holding both marks. */
 static void deliver(struct inst *in, int m, const struct kn_rec *r)
 {
-	uint32_t ev = r->mask & ~IN_ISDIR;
+	uint32_t ev = r->mask & ~IN_ISDIR, kind = r->kind & ~KN_UNLINKED;
 	char b[EV_MAX];
 	for (int pass = 0; pass < 2; pass++)
 		for (int i = 0; i < in->nw; i++) {
 			struct watch *w = &in->w[i];
 			if (w->kwd >= 0 || w->mnt != m)
 				continue;
-			if (pass == 0 ? r->kind == KN_SELF || w->ino != r->dir || !r->namelen
-				      : r->kind == KN_CHILD || w->ino != r->obj)
+			if (pass == 0 ? kind == KN_SELF || w->ino != r->dir || !r->namelen
+				      : kind == KN_CHILD || w->ino != r->obj)
+				continue;
+			if ((w->mask & IN_EXCL_UNLINK) && (r->kind & KN_UNLINKED))
 				continue;
 			int self_gone = pass == 1 && (ev & IN_DELETE_SELF);
 			if (ev & w->mask) {
@@ -219,7 +198,7 @@ static void deliver(struct inst *in, int m, const struct kn_rec *r)
 					self_gone = 1;
 			}
 			if (self_gone) {
-				drop_watch(in, i, 1);
+				kn_drop_watch(in, i, 1);
 				i--;
 			}
 		}
@@ -228,7 +207,7 @@ static void deliver(struct inst *in, int m, const struct kn_rec *r)
 static void overflow(int m)
 {
 	char b[EV_SZ];
-	for (struct inst *in = insts; in; in = in->next)
+	for (struct inst *in = kn_insts; in; in = in->next)
 		for (int i = 0; i < in->nw; i++)
 			if (in->w[i].kwd < 0 && in->w[i].mnt == m) {
 				push(in, b, ev_make(b, -1, IN_Q_OVERFLOW, 0, NULL, 0));
@@ -268,7 +247,7 @@ static void drain(int m)
 		}
 		if (k == 0)
 			continue;
-		for (struct inst *in = insts; in; in = in->next)
+		for (struct inst *in = kn_insts; in; in = in->next)
 			deliver(in, m, &r);
 		kn_dn_deliver(m, &r);
 	}
@@ -276,10 +255,10 @@ static void drain(int m)
 
 /* Every ring this process reads.  Records already in the rings belong before what a call queues now
  * (IN_IGNORED), and are not for a watch made now. */
-static void drain_all(void)
+void kn_drain_all(void)
 {
 	for (int m = 0; m < KP_MAX_MOUNTS; m++)
-		if (pool_watches[m] && kn_rings[m])
+		if (kn_pool_watches[m] && kn_rings[m])
 			drain(m);
 }
 
@@ -301,20 +280,20 @@ static void forward_kernel(struct inst *in)
 					ev->wd = in->w[i].wd;
 				push(in, (char *)ev, sz);
 				if (i < in->nw && (ev->mask & IN_IGNORED))
-					drop_watch(in, i, 0);
+					kn_drop_watch(in, i, 0);
 			}
 		}
 }
 
 static void destroy(struct inst *in)
 {
-	for (struct inst **p = &insts; *p; p = &(*p)->next)
+	for (struct inst **p = &kn_insts; *p; p = &(*p)->next)
 		if (*p == in) {
 			*p = in->next;
 			break;
 		}
 	while (in->nw)
-		drop_watch(in, 0, 0);
+		kn_drop_watch(in, 0, 0);
 	REAL(close)(in->my);
 	if (in->kfd >= 0)
 		REAL(close)(in->kfd);
@@ -326,7 +305,7 @@ static void destroy(struct inst *in)
 static int any_pool_watch(void)
 {
 	for (int m = 0; m < KP_MAX_MOUNTS; m++)
-		if (pool_watches[m])
+		if (kn_pool_watches[m])
 			return 1;
 	return 0;
 }
@@ -337,10 +316,10 @@ static void *thread_main(void *arg)
 	struct pollfd *pf = NULL;
 	struct inst **who = NULL;
 	int cap = 0;
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&kn_mu);
 	for (;;) {
 		int n = 0, need = 1;
-		for (struct inst *in = insts; in; in = in->next)
+		for (struct inst *in = kn_insts; in; in = in->next)
 			need += 2;
 		if (need > cap) {
 			cap = need * 2;
@@ -350,7 +329,7 @@ static void *thread_main(void *arg)
 				abort();
 		}
 		pf[n++] = (struct pollfd){ .fd = ctl, .events = POLLIN };
-		for (struct inst *in = insts; in; in = in->next) {
+		for (struct inst *in = kn_insts; in; in = in->next) {
 			who[n] = in;
 			pf[n++] = (struct pollfd){ .fd = in->my, .events = in->qlen ? POLLOUT : 0 };
 			who[n] = in;
@@ -359,9 +338,9 @@ static void *thread_main(void *arg)
 		/* Rings cannot wake a poll: while pool paths are watched it
 		 * looks every 10 ms. */
 		int timeout = any_pool_watch() ? 10 : -1;
-		pthread_mutex_unlock(&mu);
+		pthread_mutex_unlock(&kn_mu);
 		poll(pf, (nfds_t)n, timeout);
-		pthread_mutex_lock(&mu);
+		pthread_mutex_lock(&kn_mu);
 		uint64_t c;
 		if (pf[0].revents && REAL(read)(ctl, &c, sizeof c) < 0) {
 			/* EAGAIN: another look already took it */
@@ -369,7 +348,7 @@ static void *thread_main(void *arg)
 		for (int i = 1; i < n; i += 2)
 			if (pf[i + 1].revents & POLLIN)
 				forward_kernel(who[i]);
-		drain_all();
+		kn_drain_all();
 		for (int i = 1; i < n; i += 2) {
 			if (pf[i].revents & (POLLHUP | POLLERR))
 				destroy(who[i]);
@@ -380,22 +359,22 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
-static void at_prepare(void) { pthread_mutex_lock(&mu); }
-static void at_parent(void) { pthread_mutex_unlock(&mu); }
+static void at_prepare(void) { pthread_mutex_lock(&kn_mu); }
+static void at_parent(void) { pthread_mutex_unlock(&kn_mu); }
 static void at_child(void)
 {
 	/* The parent's thread feeds the shared instances; this process
 	 * keeps none of them, nor its dnotify registrations. */
-	while (insts) {
-		struct inst *in = insts;
+	while (kn_insts) {
+		struct inst *in = kn_insts;
 		if (ninherited < (int)(sizeof inherited / sizeof inherited[0])) {
 			inherited[ninherited].dev = in->dev;
 			inherited[ninherited++].ino = in->ino;
 		}
-		insts = in->next;
+		kn_insts = in->next;
 		for (int i = 0; i < in->nw; i++)
 			if (in->w[i].kwd < 0)
-				pool_watches[in->w[i].mnt]--;
+				kn_pool_watches[in->w[i].mnt]--;
 		REAL(close)(in->my);
 		REAL(close)(in->kfd);
 		free(in->w);
@@ -407,11 +386,11 @@ static void at_child(void)
 	if (ctl >= 0)
 		REAL(close)(ctl);
 	ctl = -1;
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&kn_mu);
 }
 
 /* Our descriptors live at the top of the range, out of the program's way. */
-static int high(int fd)
+int kn_high(int fd)
 {
 	kp_inside++;
 	fd = kp_relocate(fd);
@@ -419,7 +398,7 @@ static int high(int fd)
 	return fd;
 }
 
-/* Under mu: the thread running in this process. */
+/* Under kn_mu: the thread running in this process. */
 int kn_start_thread(void)
 {
 	if (thread_on)
@@ -441,7 +420,7 @@ int kn_start_thread(void)
 				qmax = (unsigned)v;
 		}
 	}
-	if (ctl < 0 && (ctl = high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK))) < 0)
+	if (ctl < 0 && (ctl = kn_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK))) < 0)
 		return -errno;
 	sigset_t all, old;
 	sigfillset(&all);
@@ -456,87 +435,21 @@ int kn_start_thread(void)
 	return 0;
 }
 
-/* ---- the inotify calls ---- */
-
-static struct inst *find(const struct stat *st)
+void kn_set_rpos(int m)
 {
-	for (struct inst *in = insts; in; in = in->next)
+	rpos[m] = __atomic_load_n(&kn_rings[m]->head, __ATOMIC_ACQUIRE);
+	kn_kick();
+}
+
+struct inst *kn_find(const struct stat *st)
+{
+	for (struct inst *in = kn_insts; in; in = in->next)
 		if (in->dev == st->st_dev && in->ino == st->st_ino)
 			return in;
 	return NULL;
 }
 
-/* Under mu: the kernel instance at fd becomes ours (see the top).  Its
- * watches keep their wds, read from fdinfo. */
-static struct inst *take_over(int fd)
-{
-	char lnk[64], path[64];
-	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-	ssize_t n = REAL(readlink)(path, lnk, sizeof lnk - 1);
-	if (n < 0 || (lnk[n] = 0, strcmp(lnk, "anon_inode:inotify"))) {
-		errno = EINVAL;
-		return NULL;
-	}
-	int r = kn_start_thread();
-	if (r) {
-		errno = -r;
-		return NULL;
-	}
-	struct inst *in = calloc(1, sizeof *in);
-	int sv[2] = { -1, -1 };
-	int fl = REAL(fcntl)(fd, F_GETFL), fdfl = REAL(fcntl)(fd, F_GETFD);
-	if (!in || fl < 0 || fdfl < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		goto fail;
-	in->kfd = high(REAL(fcntl)(fd, F_DUPFD_CLOEXEC, 3));
-	in->my = high(sv[1]);
-	sv[1] = -1;
-	if (in->kfd < 0 || in->my < 0 || REAL(fcntl)(in->kfd, F_SETFL, fl | O_NONBLOCK) < 0)
-		goto fail;
-	if (fl & O_NONBLOCK)
-		REAL(fcntl)(sv[0], F_SETFL, O_NONBLOCK);
-	snprintf(path, sizeof path, "/proc/self/fdinfo/%d", in->kfd);
-	FILE *f = fopen(path, "re");
-	char line[256];
-	while (f && fgets(line, sizeof line, f)) {
-		int wd;
-		struct watch *w;
-		if (sscanf(line, "inotify wd:%x", &wd) == 1 && (w = add_slot(in))) {
-			*w = (struct watch){ .wd = wd, .kwd = wd, .mnt = -1 };
-			if (wd >= in->nextwd)
-				in->nextwd = wd + 1;
-		}
-	}
-	if (f)
-		fclose(f);
-	if (REAL(dup3)(sv[0], fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
-		goto fail;
-	REAL(close)(sv[0]);
-	struct stat st;
-	REAL(fstat)(fd, &st);
-	in->dev = st.st_dev;
-	in->ino = st.st_ino;
-	in->next = insts;
-	insts = in;
-	kick();
-	return in;
-fail:;
-	int er = errno;
-	if (in) {
-		if (in->kfd > 0)
-			REAL(close)(in->kfd);
-		if (in->my > 0)
-			REAL(close)(in->my);
-		free(in->w);
-		free(in);
-	}
-	for (int i = 0; i < 2; i++)
-		if (sv[i] >= 0)
-			REAL(close)(sv[i]);
-	errno = er;
-	return NULL;
-}
-
-static int inherited_here(const struct stat *st)
+int kn_inherited_here(const struct stat *st)
 {
 	for (int i = 0; i < ninherited; i++)
 		if (inherited[i].dev == st->st_dev && inherited[i].ino == st->st_ino)
@@ -544,137 +457,3 @@ static int inherited_here(const struct stat *st)
 	return 0;
 }
 
-/* A pool watch: the kernel's checks, in its order. */
-static int pool_watch(struct inst *in, struct kp_path *kp, uint32_t mask)
-{
-	kura_fs *fs = kp_fs(kp->mnt);
-	if (!fs)
-		return -1;
-	int nofollow = mask & IN_DONT_FOLLOW ? AT_SYMLINK_NOFOLLOW : 0;
-	struct stat st;
-	int r = kura_fstatat(fs, kp->kdirfd, kp->p, &st, nofollow);
-	if (!r && (mask & IN_ONLYDIR) && !S_ISDIR(st.st_mode))
-		r = -ENOTDIR;
-	if (!r)
-		r = kura_faccessat(fs, kp->kdirfd, kp->p, R_OK, nofollow | AT_EACCESS);
-	struct kn_ring *ring = kn_ring_get(kp->mnt);
-	if (!r && !ring)
-		r = -ENOSPC; /* no ring to hear from: as out of watches */
-	if (r)
-		return (int)kp_ret(r);
-	drain_all();
-	uint32_t keep = mask & (IN_ALL_EVENTS | IN_ONESHOT | IN_EXCL_UNLINK);
-	for (int i = 0; i < in->nw; i++) {
-		struct watch *w = &in->w[i];
-		if (w->kwd < 0 && w->mnt == kp->mnt && w->ino == (uint64_t)st.st_ino) {
-			if (mask & IN_MASK_CREATE)
-				return (int)kp_ret(-EEXIST);
-			w->mask = (mask & IN_MASK_ADD) ? w->mask | keep : keep;
-			return w->wd;
-		}
-	}
-	struct watch *w = add_slot(in);
-	if (!w)
-		return (int)kp_ret(-ENOMEM);
-	*w = (struct watch){ .wd = new_wd(in), .kwd = -1, .mnt = kp->mnt, .ino = (uint64_t)st.st_ino, .mask = keep };
-	if (!pool_watches[kp->mnt]++)
-		kn_set_rpos(kp->mnt);
-	__atomic_add_fetch(&ring->watching, 1, __ATOMIC_SEQ_CST);
-	kick();
-	return w->wd;
-}
-
-/* A kernel watch through an instance of ours: the kernel's wd mapped. */
-static int kernel_watch(struct inst *in, int kdir, const char *p, uint32_t mask)
-{
-	int kwd = REAL(inotify_add_watch)(in->kfd, p, mask);
-	(void)kdir;
-	if (kwd < 0)
-		return -1;
-	for (int i = 0; i < in->nw; i++)
-		if (in->w[i].kwd == kwd)
-			return in->w[i].wd;
-	struct watch *w = add_slot(in);
-	if (!w) {
-		REAL(inotify_rm_watch)(in->kfd, kwd);
-		return (int)kp_ret(-ENOMEM);
-	}
-	*w = (struct watch){ .wd = new_wd(in), .kwd = kwd, .mnt = -1 };
-	return w->wd;
-}
-
-KP_EXPORT int inotify_add_watch(int fd, const char *path, uint32_t mask)
-{
-	kp_config();
-	if (kp_nmounts == 0 || kp_inside)
-		return REAL(inotify_add_watch)(fd, path, mask);
-	struct stat st;
-	int has_inst = 0;
-	if (REAL(fstat)(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
-		pthread_mutex_lock(&mu);
-		has_inst = find(&st) != NULL;
-		pthread_mutex_unlock(&mu);
-	}
-	struct kp_path kp;
-	int r = has_inst || KP_PATH_OK(path) ? kp_classify(AT_FDCWD, path, &kp) : 0;
-	if (r)
-		return (int)kp_ret(r);
-	if (!has_inst && (!KP_PATH_OK(path) || kp.where != KP_KURA))
-		return REAL(inotify_add_watch)(fd, path, mask);
-	if ((mask & IN_MASK_ADD) && (mask & IN_MASK_CREATE))
-		return (int)kp_ret(-EINVAL);
-	if (!(mask & (IN_ALL_EVENTS | IN_ONESHOT | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK | IN_MASK_ADD |
-		      IN_MASK_CREATE)))
-		return (int)kp_ret(-EINVAL);
-	if (REAL(fstat)(fd, &st) < 0)
-		return -1;
-	if (inherited_here(&st))
-		return (int)kp_ret(-EOPNOTSUPP);
-	pthread_mutex_lock(&mu);
-	struct inst *in = find(&st);
-	if (!in)
-		in = take_over(fd);
-	if (in)
-		r = kp.where == KP_KURA ? pool_watch(in, &kp, mask) : kernel_watch(in, AT_FDCWD, kp.p, mask);
-	else
-		r = -1;
-	int er = errno;
-	pthread_mutex_unlock(&mu);
-	errno = er;
-	return r;
-}
-
-KP_EXPORT int inotify_rm_watch(int fd, int wd)
-{
-	struct stat st;
-	if (REAL(fstat)(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
-		return REAL(inotify_rm_watch)(fd, wd);
-	if (inherited_here(&st))
-		return (int)kp_ret(-EOPNOTSUPP);
-	pthread_mutex_lock(&mu);
-	struct inst *in = find(&st);
-	int r = -EINVAL;
-	drain_all();
-	for (int i = 0; in && i < in->nw; i++)
-		if (in->w[i].wd == wd) {
-			if (in->w[i].kwd >= 0)
-				/* its IN_IGNORED comes through the kernel instance */
-				r = REAL(inotify_rm_watch)(in->kfd, in->w[i].kwd) < 0 ? -errno : 0;
-			else {
-				drop_watch(in, i, 1);
-				r = 0;
-			}
-			kick();
-			break;
-		}
-	pthread_mutex_unlock(&mu);
-	if (!in)
-		return REAL(inotify_rm_watch)(fd, wd);
-	return (int)kp_ret(r);
-}
-
-void kn_set_rpos(int m)
-{
-	rpos[m] = __atomic_load_n(&kn_rings[m]->head, __ATOMIC_ACQUIRE);
-	kick();
-}

@@ -183,6 +183,13 @@ int main(int argc, char **argv)
 	put("a", "", 0);
 	put("b", "", 0);
 	drain(in);
+	printf("-- excl_unlink\n");
+	wd_d = inotify_add_watch(in, d, IN_MODIFY | IN_CLOSE_WRITE | IN_EXCL_UNLINK);
+	int u = open(P("u"), O_CREAT | O_WRONLY, 0644);
+	if (write(u, "1", 1) < 0 || unlink(P("u")) < 0 || write(u, "2", 1) < 0)
+		perror("u");
+	close(u);
+	drain(in);
 	close(in);
 	return 0;
 }

@@ -1,0 +1,229 @@
+/*
+ * notify_api.c — inotify_add_watch and inotify_rm_watch for instances that
+ * watch pool paths, and what happens to those instances at exec
+ * (notify_inst.c's opening comment says how an instance becomes ours).
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "notify.h"
+
+/* Under kn_mu: the kernel instance at fd becomes ours (see the top).  Its
+ * watches keep their wds, read from fdinfo. */
+static struct inst *take_over(int fd)
+{
+	char lnk[64], path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+	ssize_t n = REAL(readlink)(path, lnk, sizeof lnk - 1);
+	if (n < 0 || (lnk[n] = 0, strcmp(lnk, "anon_inode:inotify"))) {
+		errno = EINVAL;
+		return NULL;
+	}
+	int r = kn_start_thread();
+	if (r) {
+		errno = -r;
+		return NULL;
+	}
+	struct inst *in = calloc(1, sizeof *in);
+	int sv[2] = { -1, -1 };
+	if (in)
+		in->kfd = in->my = -1;
+	int fl = REAL(fcntl)(fd, F_GETFL), fdfl = REAL(fcntl)(fd, F_GETFD);
+	if (!in || fl < 0 || fdfl < 0 || socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		goto fail;
+	in->kfd = kn_high(REAL(fcntl)(fd, F_DUPFD_CLOEXEC, 3));
+	in->my = kn_high(sv[1]);
+	sv[1] = -1;
+	if (in->kfd < 0 || in->my < 0 || REAL(fcntl)(in->kfd, F_SETFL, fl | O_NONBLOCK) < 0)
+		goto fail;
+	if (fl & O_NONBLOCK)
+		REAL(fcntl)(sv[0], F_SETFL, O_NONBLOCK);
+	snprintf(path, sizeof path, "/proc/self/fdinfo/%d", in->kfd);
+	FILE *f = fopen(path, "re");
+	char line[256];
+	while (f && fgets(line, sizeof line, f)) {
+		int wd;
+		struct watch *w;
+		if (sscanf(line, "inotify wd:%x", &wd) == 1 && (w = kn_add_slot(in))) {
+			*w = (struct watch){ .wd = wd, .kwd = wd, .mnt = -1 };
+			if (wd >= in->nextwd)
+				in->nextwd = wd + 1;
+		}
+	}
+	if (f)
+		fclose(f);
+	if (REAL(dup3)(sv[0], fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
+		goto fail;
+	REAL(close)(sv[0]);
+	struct stat st;
+	REAL(fstat)(fd, &st);
+	in->dev = st.st_dev;
+	in->ino = st.st_ino;
+	in->ufd = fd;
+	in->next = kn_insts;
+	kn_insts = in;
+	kn_kick();
+	return in;
+fail:;
+	int er = errno;
+	if (in) {
+		if (in->kfd >= 0)
+			REAL(close)(in->kfd);
+		if (in->my >= 0)
+			REAL(close)(in->my);
+		free(in->w);
+		free(in);
+	}
+	for (int i = 0; i < 2; i++)
+		if (sv[i] >= 0)
+			REAL(close)(sv[i]);
+	errno = er;
+	return NULL;
+}
+
+/* A pool watch: the kernel's checks, in its order. */
+static int pool_watch(struct inst *in, struct kp_path *kp, uint32_t mask)
+{
+	kura_fs *fs = kp_fs(kp->mnt);
+	if (!fs)
+		return -1;
+	int nofollow = mask & IN_DONT_FOLLOW ? AT_SYMLINK_NOFOLLOW : 0;
+	struct stat st;
+	int r = kura_fstatat(fs, kp->kdirfd, kp->p, &st, nofollow);
+	if (!r && (mask & IN_ONLYDIR) && !S_ISDIR(st.st_mode))
+		r = -ENOTDIR;
+	if (!r)
+		r = kura_faccessat(fs, kp->kdirfd, kp->p, R_OK, nofollow | AT_EACCESS);
+	struct kn_ring *ring = kn_ring_get(kp->mnt);
+	if (!r && !ring)
+		r = -ENOSPC; /* no ring to hear from: as out of watches */
+	if (r)
+		return (int)kp_ret(r);
+	kn_drain_all();
+	uint32_t keep = mask & (IN_ALL_EVENTS | IN_ONESHOT | IN_EXCL_UNLINK);
+	for (int i = 0; i < in->nw; i++) {
+		struct watch *w = &in->w[i];
+		if (w->kwd < 0 && w->mnt == kp->mnt && w->ino == (uint64_t)st.st_ino) {
+			if (mask & IN_MASK_CREATE)
+				return (int)kp_ret(-EEXIST);
+			w->mask = (mask & IN_MASK_ADD) ? w->mask | keep : keep;
+			return w->wd;
+		}
+	}
+	struct watch *w = kn_add_slot(in);
+	if (!w)
+		return (int)kp_ret(-ENOMEM);
+	*w = (struct watch){ .wd = kn_new_wd(in), .kwd = -1, .mnt = kp->mnt, .ino = (uint64_t)st.st_ino, .mask = keep };
+	if (!kn_pool_watches[kp->mnt]++)
+		kn_set_rpos(kp->mnt);
+	__atomic_add_fetch(&ring->watching, 1, __ATOMIC_SEQ_CST);
+	kn_kick();
+	return w->wd;
+}
+
+/* A kernel watch through an instance of ours: the kernel's wd mapped. */
+static int kernel_watch(struct inst *in, int kdir, const char *p, uint32_t mask)
+{
+	int kwd = REAL(inotify_add_watch)(in->kfd, p, mask);
+	(void)kdir;
+	if (kwd < 0)
+		return -1;
+	for (int i = 0; i < in->nw; i++)
+		if (in->w[i].kwd == kwd)
+			return in->w[i].wd;
+	struct watch *w = kn_add_slot(in);
+	if (!w) {
+		REAL(inotify_rm_watch)(in->kfd, kwd);
+		return (int)kp_ret(-ENOMEM);
+	}
+	*w = (struct watch){ .wd = kn_new_wd(in), .kwd = kwd, .mnt = -1 };
+	return w->wd;
+}
+
+KP_EXPORT int inotify_add_watch(int fd, const char *path, uint32_t mask)
+{
+	kp_config();
+	if (kp_nmounts == 0 || kp_inside)
+		return REAL(inotify_add_watch)(fd, path, mask);
+	struct stat st;
+	int has_inst = 0;
+	if (REAL(fstat)(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
+		pthread_mutex_lock(&kn_mu);
+		has_inst = kn_find(&st) != NULL;
+		pthread_mutex_unlock(&kn_mu);
+	}
+	struct kp_path kp;
+	int r = has_inst || KP_PATH_OK(path) ? kp_classify(AT_FDCWD, path, &kp) : 0;
+	if (r)
+		return (int)kp_ret(r);
+	if (!has_inst && (!KP_PATH_OK(path) || kp.where != KP_KURA))
+		return REAL(inotify_add_watch)(fd, path, mask);
+	if ((mask & IN_MASK_ADD) && (mask & IN_MASK_CREATE))
+		return (int)kp_ret(-EINVAL);
+	if (!(mask & (IN_ALL_EVENTS | IN_ONESHOT | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK | IN_MASK_ADD |
+		      IN_MASK_CREATE)))
+		return (int)kp_ret(-EINVAL);
+	if (REAL(fstat)(fd, &st) < 0)
+		return -1;
+	if (kn_inherited_here(&st))
+		return (int)kp_ret(-EOPNOTSUPP);
+	pthread_mutex_lock(&kn_mu);
+	struct inst *in = kn_find(&st);
+	if (!in)
+		in = take_over(fd);
+	if (in)
+		r = kp.where == KP_KURA ? pool_watch(in, &kp, mask) : kernel_watch(in, AT_FDCWD, kp.p, mask);
+	else
+		r = -1;
+	int er = errno;
+	pthread_mutex_unlock(&kn_mu);
+	errno = er;
+	return r;
+}
+
+KP_EXPORT int inotify_rm_watch(int fd, int wd)
+{
+	struct stat st;
+	if (REAL(fstat)(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return REAL(inotify_rm_watch)(fd, wd);
+	if (kn_inherited_here(&st))
+		return (int)kp_ret(-EOPNOTSUPP);
+	pthread_mutex_lock(&kn_mu);
+	struct inst *in = kn_find(&st);
+	int r = -EINVAL;
+	kn_drain_all();
+	for (int i = 0; in && i < in->nw; i++)
+		if (in->w[i].wd == wd) {
+			if (in->w[i].kwd >= 0)
+				/* its IN_IGNORED comes through the kernel instance */
+				r = REAL(inotify_rm_watch)(in->kfd, in->w[i].kwd) < 0 ? -errno : 0;
+			else {
+				kn_drop_watch(in, i, 1);
+				r = 0;
+			}
+			kn_kick();
+			break;
+		}
+	pthread_mutex_unlock(&kn_mu);
+	if (!in)
+		return REAL(inotify_rm_watch)(fd, wd);
+	return (int)kp_ret(r);
+}
+
+void kp_notify_exec(int failed)
+{
+	pthread_mutex_lock(&kn_mu);
+	for (struct inst *in = kn_insts; in; in = in->next) {
+		struct stat st;
+		int fl = REAL(fcntl)(in->ufd, F_GETFD);
+		if (fl >= 0 && !(fl & FD_CLOEXEC) && REAL(fstat)(in->ufd, &st) == 0 && st.st_dev == in->dev &&
+		    st.st_ino == in->ino)
+			REAL(fcntl)(in->my, F_SETFD, failed ? FD_CLOEXEC : 0);
+	}
+	pthread_mutex_unlock(&kn_mu);
+}
