@@ -346,7 +346,8 @@ int kp_exec_check_write(int m, int kdirfd, const char *path, int follow, int acc
  * a wrapper reports an event only when KP_WATCHED(m), so a process doing
  * file operations while nobody watches pays one load for it. */
 extern uint32_t *kp_nwatch[KP_MAX_MOUNTS];
-#define KP_WATCHED(m) __builtin_expect(__atomic_load_n(kp_nwatch[(m)], __ATOMIC_RELAXED) != 0, 0)
+#define KP_WATCHED(m) \
+	__builtin_expect(__atomic_load_n(__atomic_load_n(&kp_nwatch[(m)], __ATOMIC_RELAXED), __ATOMIC_RELAXED) != 0, 0)
 /* After mount m is mounted: its ring mapped, kp_nwatch[m] pointed at it. */
 void kp_notify_attach(int m);
 /* Events on an open description (IN_MODIFY, IN_ACCESS, IN_OPEN, IN_CLOSE_*,

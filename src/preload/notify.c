@@ -110,7 +110,7 @@ struct kn_ring *kn_ring_get(int m)
 		__atomic_store_n(&kp_nwatch[m], &r->watching, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&attach_lock);
-	return kn_rings[m];
+	return kn_ring_of(m);
 }
 
 void kp_notify_attach(int m)
@@ -126,7 +126,7 @@ void kp_notify_attach(int m)
 static void emit(int m, int kind, uint32_t mask, uint32_t cookie, uint64_t dir, uint64_t obj, const char *name,
 		 size_t nl)
 {
-	struct kn_ring *r = kn_rings[m];
+	struct kn_ring *r = kn_ring_of(m);
 	if (!r)
 		return;
 	union {
@@ -249,7 +249,7 @@ void kp_notify_unlinked(int m, int kdirfd, const char *p, const struct kp_nstat 
 static void one_move(int m, int od, const char *op, int nd, const char *np, const struct kp_nstat *src,
 		     const struct kp_nstat *dst)
 {
-	struct kn_ring *r = kn_rings[m];
+	struct kn_ring *r = kn_ring_of(m);
 	uint32_t cookie = r ? __atomic_add_fetch(&r->cookie, 1, __ATOMIC_RELAXED) : 0;
 	if (!cookie && r)
 		cookie = __atomic_add_fetch(&r->cookie, 1, __ATOMIC_RELAXED); /* 0 means "no cookie" */

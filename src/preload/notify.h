@@ -36,6 +36,12 @@ struct kn_ring {
 };
 
 extern struct kn_ring *kn_rings[KP_MAX_MOUNTS];
+/* Mount m's ring if this process mapped it (at mount), else NULL: threads
+ * read kn_rings while a mount maps its ring. */
+static inline struct kn_ring *kn_ring_of(int m)
+{
+	return __atomic_load_n(&kn_rings[m], __ATOMIC_ACQUIRE);
+}
 /* Mount m's ring, mapped (made if need be) on first use; NULL if it cannot be. */
 struct kn_ring *kn_ring_get(int m);
 /* Copies the record at pos: 1 done, 0 not written yet, -1 overwritten

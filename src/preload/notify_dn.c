@@ -55,8 +55,8 @@ static void unregister(struct dn **p)
 	struct dn *d = *p;
 	*p = d->next;
 	kn_pool_watches[d->mnt]--;
-	if (kn_rings[d->mnt])
-		__atomic_sub_fetch(&kn_rings[d->mnt]->watching, 1, __ATOMIC_RELAXED);
+	if (kn_ring_of(d->mnt))
+		__atomic_sub_fetch(&kn_ring_of(d->mnt)->watching, 1, __ATOMIC_RELAXED);
 	free(d);
 }
 

@@ -136,8 +136,8 @@ void kn_drop_watch(struct inst *in, int i, int ignored)
 	struct watch *w = &in->w[i];
 	if (w->kwd < 0) {
 		kn_pool_watches[w->mnt]--;
-		if (kn_rings[w->mnt])
-			__atomic_sub_fetch(&kn_rings[w->mnt]->watching, 1, __ATOMIC_RELAXED);
+		if (kn_ring_of(w->mnt))
+			__atomic_sub_fetch(&kn_ring_of(w->mnt)->watching, 1, __ATOMIC_RELAXED);
 	}
 	if (ignored) {
 		char b[EV_SZ];
@@ -220,7 +220,7 @@ static void overflow(int m)
 static void drain(int m)
 {
 	static struct timespec stuck_since[KP_MAX_MOUNTS];
-	struct kn_ring *ring = kn_rings[m];
+	struct kn_ring *ring = kn_ring_of(m);
 	uint64_t head = __atomic_load_n(&ring->head, __ATOMIC_ACQUIRE);
 	if (head - rpos[m] > KN_RECS) {
 		overflow(m);
@@ -258,7 +258,7 @@ static void drain(int m)
 void kn_drain_all(void)
 {
 	for (int m = 0; m < KP_MAX_MOUNTS; m++)
-		if (kn_pool_watches[m] && kn_rings[m])
+		if (kn_pool_watches[m] && kn_ring_of(m))
 			drain(m);
 }
 
@@ -437,7 +437,7 @@ int kn_start_thread(void)
 
 void kn_set_rpos(int m)
 {
-	rpos[m] = __atomic_load_n(&kn_rings[m]->head, __ATOMIC_ACQUIRE);
+	rpos[m] = __atomic_load_n(&kn_ring_of(m)->head, __ATOMIC_ACQUIRE);
 	kn_kick();
 }
 
