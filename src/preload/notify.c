@@ -48,8 +48,10 @@
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "lktab.h"
 #include "notify.h"
 #include "shm.h"
 
@@ -90,12 +92,12 @@ static struct kn_ring *map_ring(int m)
 	 * and no maker to wait for: the first to look claims the magic. */
 	struct kn_ring *r = p;
 	uint32_t old = 0;
-	__atomic_compare_exchange_n(&r->magic, &old, KN_MAGIC, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-	if (__atomic_load_n(&r->magic, __ATOMIC_ACQUIRE) != KN_MAGIC) {
-		kp_debug("/dev/shm%s: another layout; change notification is off for this pool", name);
-		munmap(p, sizeof(struct kn_ring));
-		return NULL;
-	}
+	if (!__atomic_compare_exchange_n(&r->magic, &old, KN_MAGIC, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE) &&
+	    old != KN_MAGIC &&
+	    __atomic_compare_exchange_n(&r->magic, &old, KN_MAGIC, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		/* Left by another version of this file, with another layout:
+		 * emptied, as lktab.c does with a lock table. */
+		memset((char *)r + sizeof r->magic, 0, sizeof *r - sizeof r->magic);
 	return r;
 }
 
@@ -119,6 +121,66 @@ void kp_notify_attach(int m)
 	kn_ring_get(m);
 	errno = er;
 }
+
+/* ---- who watches ---- */
+
+static int my_watcher_slot[KP_MAX_MOUNTS]; /* 1 + index, 0: none */
+
+/* Frees the slots of watchers that died (SIGKILL, exit with watches in
+ * place), at most once a second per pool, by whoever reports an event. */
+static void sweep(struct kn_ring *r)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+	uint64_t was = __atomic_load_n(&r->swept, __ATOMIC_RELAXED);
+	if ((uint64_t)now.tv_sec <= was ||
+	    !__atomic_compare_exchange_n(&r->swept, &was, (uint64_t)now.tv_sec, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		return;
+	for (int i = 0; i < KN_WATCHERS; i++) {
+		int32_t pid = __atomic_load_n(&r->who[i].pid, __ATOMIC_ACQUIRE);
+		uint64_t started = __atomic_load_n(&r->who[i].started, __ATOMIC_RELAXED);
+		if (pid > 0 && !lk_alive_since(pid, started) &&
+		    __atomic_compare_exchange_n(&r->who[i].pid, &pid, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			__atomic_sub_fetch(&r->watching, 1, __ATOMIC_RELAXED);
+	}
+}
+
+int kn_watcher_add(int m)
+{
+	struct kn_ring *r = kn_ring_of(m);
+	if (!r)
+		return -ENOSPC;
+	for (int round = 0; round < 2; round++) {
+		for (int i = 0; i < KN_WATCHERS; i++) {
+			int32_t free_ = 0;
+			/* A slot is counted before it is claimed: a sweeper that sees
+			 * it claimed may take it away, never below zero. */
+			__atomic_add_fetch(&r->watching, 1, __ATOMIC_SEQ_CST);
+			if (__atomic_compare_exchange_n(&r->who[i].pid, &free_, (int32_t)kp_pid, 0, __ATOMIC_ACQ_REL,
+							__ATOMIC_RELAXED)) {
+				__atomic_store_n(&r->who[i].started, lk_my_start(), __ATOMIC_RELAXED);
+				my_watcher_slot[m] = i + 1;
+				return 0;
+			}
+			__atomic_sub_fetch(&r->watching, 1, __ATOMIC_RELAXED);
+		}
+		__atomic_store_n(&r->swept, 0, __ATOMIC_RELAXED);
+		sweep(r);
+	}
+	return -ENOSPC;
+}
+
+void kn_watcher_drop(int m)
+{
+	struct kn_ring *r = kn_ring_of(m);
+	int i = my_watcher_slot[m] - 1;
+	my_watcher_slot[m] = 0;
+	int32_t me = (int32_t)kp_pid;
+	if (r && i >= 0 && __atomic_compare_exchange_n(&r->who[i].pid, &me, 0, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		__atomic_sub_fetch(&r->watching, 1, __ATOMIC_RELAXED);
+}
+
+/* ---- reporting ---- */
 
 /* The ring is written and read by other processes while we copy: word by
  * word with atomic accesses, and the sequence word says whether the copy
@@ -147,6 +209,7 @@ static void emit(int m, int kind, uint32_t mask, uint32_t cookie, uint64_t dir, 
 	for (size_t i = 1; i < KN_WORDS; i++)
 		__atomic_store_n(&slot[i], u.w[i], __ATOMIC_RELAXED);
 	__atomic_store_n(&slot[0], pos + 1, __ATOMIC_RELEASE);
+	sweep(r);
 }
 
 int kn_fetch(struct kn_ring *r, uint64_t pos, struct kn_rec *out)

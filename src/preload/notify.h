@@ -12,7 +12,8 @@
 
 #include "kp.h"
 
-#define KN_MAGIC 0x6b6e7431u /* "kn" 1: changes with the layout */
+#define KN_MAGIC 0x6b6e7432u /* "kn" 2: changes with the layout */
+#define KN_WATCHERS 128      /* processes watching one pool at once */
 #define KN_RECS 4096u        /* a power of two: slots are seq % KN_RECS */
 #define KN_NAME 256          /* NAME_MAX + its NUL */
 #define KN_UNLINKED 0x100u   /* in kind: the object had no name left (IN_EXCL_UNLINK) */
@@ -26,12 +27,24 @@ struct kn_rec {
 };
 #define KN_WORDS (sizeof(struct kn_rec) / sizeof(uint64_t))
 
+/* A process watching the pool (pid 0: free), known dead by lktab.c's
+ * test, so that a watcher killed with its watches in place does not keep
+ * every other process reporting events for nobody. */
+struct kn_watcher {
+	int32_t pid;
+	uint32_t pad;
+	uint64_t started;
+};
+
 struct kn_ring {
 	uint32_t magic;
-	uint32_t watching; /* pool watches alive in all processes: 0 means no one listens */
-	uint64_t head;     /* next position to write */
-	uint32_t cookie;   /* the last rename cookie handed out */
-	uint32_t pad[11];
+	uint32_t watching;   /* kn_watcher slots in use: 0 means no one listens */
+	uint64_t head;       /* next position to write */
+	uint32_t cookie;     /* the last rename cookie handed out */
+	uint32_t pad;
+	uint64_t swept;      /* CLOCK_MONOTONIC second of the last look for dead watchers */
+	uint64_t pad2[4];
+	struct kn_watcher who[KN_WATCHERS];
 	struct kn_rec rec[KN_RECS];
 };
 
@@ -44,6 +57,11 @@ static inline struct kn_ring *kn_ring_of(int m)
 }
 /* Mount m's ring, mapped (made if need be) on first use; NULL if it cannot be. */
 struct kn_ring *kn_ring_get(int m);
+/* This process starts or stops watching mount m's pool (its first pool
+ * watch or dnotify registration, its last): 0, or -ENOSPC when
+ * KN_WATCHERS live processes already watch it. */
+int kn_watcher_add(int m);
+void kn_watcher_drop(int m);
 /* Copies the record at pos: 1 done, 0 not written yet, -1 overwritten
  * (the reader was lapped). */
 int kn_fetch(struct kn_ring *r, uint64_t pos, struct kn_rec *out);
@@ -97,8 +115,11 @@ void kn_drain_all(void);
 /* fd moved to the top of the descriptor range. */
 int kn_high(int fd);
 
-/* Under kn_mu: mount m's ring read from its head on (the first watch). */
-void kn_set_rpos(int m);
+/* Under kn_mu: a pool watch or dnotify registration of mount m made
+ * (0, or -ENOSPC: too many watchers) or gone.  The first makes this
+ * process a watcher (kn_watcher_add) reading the ring from its head on. */
+int kn_ref(int m);
+void kn_unref(int m);
 /* notify_dn.c, from the thread: a record to the dnotify registrations. */
 void kn_dn_deliver(int m, const struct kn_rec *r);
 /* In a fork child: the parent's registrations are not the child's. */

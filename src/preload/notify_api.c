@@ -115,13 +115,14 @@ static int pool_watch(struct inst *in, struct kp_path *kp, uint32_t mask)
 			return w->wd;
 		}
 	}
+	if ((r = kn_ref(kp->mnt)))
+		return (int)kp_ret(r);
 	struct watch *w = kn_add_slot(in);
-	if (!w)
+	if (!w) {
+		kn_unref(kp->mnt);
 		return (int)kp_ret(-ENOMEM);
+	}
 	*w = (struct watch){ .wd = kn_new_wd(in), .kwd = -1, .mnt = kp->mnt, .ino = (uint64_t)st.st_ino, .mask = keep };
-	if (!kn_pool_watches[kp->mnt]++)
-		kn_set_rpos(kp->mnt);
-	__atomic_add_fetch(&ring->watching, 1, __ATOMIC_SEQ_CST);
 	kn_kick();
 	return w->wd;
 }
@@ -225,5 +226,11 @@ void kp_notify_exec(int failed)
 		    st.st_ino == in->ino)
 			REAL(fcntl)(in->my, F_SETFD, failed ? FD_CLOEXEC : 0);
 	}
+	/* The new image watches nothing: it is not counted as a watcher. */
+	for (int m = 0; m < KP_MAX_MOUNTS; m++)
+		if (kn_pool_watches[m] && failed)
+			kn_watcher_add(m);
+		else if (kn_pool_watches[m])
+			kn_watcher_drop(m);
 	pthread_mutex_unlock(&kn_mu);
 }

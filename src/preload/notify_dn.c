@@ -54,9 +54,7 @@ static void unregister(struct dn **p)
 {
 	struct dn *d = *p;
 	*p = d->next;
-	kn_pool_watches[d->mnt]--;
-	if (kn_ring_of(d->mnt))
-		__atomic_sub_fetch(&kn_ring_of(d->mnt)->watching, 1, __ATOMIC_RELAXED);
+	kn_unref(d->mnt);
 	free(d);
 }
 
@@ -96,7 +94,6 @@ void kn_dn_child(void)
 	while (dns) {
 		struct dn *d = dns;
 		dns = d->next;
-		kn_pool_watches[d->mnt]--;
 		free(d);
 	}
 }
@@ -121,14 +118,12 @@ int kp_notify_dnotify(int fd, struct kp_fd *e, unsigned long arg)
 		(*p)->mask = arg;
 	} else if (!(r = kn_start_thread())) {
 		struct dn *d = calloc(1, sizeof *d);
-		if (!d) {
-			r = -ENOMEM;
+		if (!d || (r = kn_ref(e->mnt))) {
+			free(d);
+			r = r ? r : -ENOMEM;
 		} else {
 			*d = (struct dn){ .fd = fd, .kfd = e->kfd, .mnt = e->mnt, .ino = (uint64_t)ino, .mask = arg, .next = dns };
 			dns = d;
-			if (!kn_pool_watches[e->mnt]++)
-				kn_set_rpos(e->mnt);
-			__atomic_add_fetch(&ring->watching, 1, __ATOMIC_SEQ_CST);
 		}
 	}
 	pthread_mutex_unlock(&kn_mu);

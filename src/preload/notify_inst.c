@@ -135,9 +135,7 @@ void kn_drop_watch(struct inst *in, int i, int ignored)
 {
 	struct watch *w = &in->w[i];
 	if (w->kwd < 0) {
-		kn_pool_watches[w->mnt]--;
-		if (kn_ring_of(w->mnt))
-			__atomic_sub_fetch(&kn_ring_of(w->mnt)->watching, 1, __ATOMIC_RELAXED);
+		kn_unref(w->mnt);
 	}
 	if (ignored) {
 		char b[EV_SZ];
@@ -372,9 +370,6 @@ static void at_child(void)
 			inherited[ninherited++].ino = in->ino;
 		}
 		kn_insts = in->next;
-		for (int i = 0; i < in->nw; i++)
-			if (in->w[i].kwd < 0)
-				kn_pool_watches[in->w[i].mnt]--;
 		REAL(close)(in->my);
 		REAL(close)(in->kfd);
 		free(in->w);
@@ -382,6 +377,7 @@ static void at_child(void)
 		free(in);
 	}
 	kn_dn_child();
+	memset(kn_pool_watches, 0, sizeof kn_pool_watches); /* the parent's slots in the rings stay its own */
 	thread_on = 0;
 	if (ctl >= 0)
 		REAL(close)(ctl);
@@ -435,10 +431,23 @@ int kn_start_thread(void)
 	return 0;
 }
 
-void kn_set_rpos(int m)
+int kn_ref(int m)
 {
-	rpos[m] = __atomic_load_n(&kn_ring_of(m)->head, __ATOMIC_ACQUIRE);
-	kn_kick();
+	if (!kn_pool_watches[m]) {
+		int r = kn_watcher_add(m);
+		if (r)
+			return r;
+		rpos[m] = __atomic_load_n(&kn_ring_of(m)->head, __ATOMIC_ACQUIRE);
+		kn_kick();
+	}
+	kn_pool_watches[m]++;
+	return 0;
+}
+
+void kn_unref(int m)
+{
+	if (!--kn_pool_watches[m])
+		kn_watcher_drop(m);
 }
 
 struct inst *kn_find(const struct stat *st)
