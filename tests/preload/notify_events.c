@@ -13,6 +13,7 @@
 #include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -148,7 +149,8 @@ int main(int argc, char **argv)
 	wd_d = inotify_add_watch(in, d, IN_ALL_EVENTS);
 	wd_f = inotify_add_watch(in, f, IN_ALL_EVENTS);
 	printf("wds %d %d, again %s\n", wd_d, wd_f, inotify_add_watch(in, f, IN_MODIFY) == wd_f ? "same" : "other");
-	inotify_add_watch(in, f, IN_ALL_EVENTS);
+	/* The raw system call, as programs without glibc's wrapper make it. */
+	printf("syscall(): %s\n", syscall(SYS_inotify_add_watch, in, f, IN_ALL_EVENTS) == wd_f ? "same wd" : "other");
 	err("missing", inotify_add_watch(in, P("missing"), IN_ALL_EVENTS));
 	err("onlydir on a file", inotify_add_watch(in, f, IN_ALL_EVENTS | IN_ONLYDIR));
 	err("mask_create again", inotify_add_watch(in, f, IN_MODIFY | IN_MASK_CREATE));
