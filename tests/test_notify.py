@@ -12,7 +12,7 @@ import pytest
 
 from preload_common import HERE, PREFIX, env, run_both  # noqa: F401  (env is a fixture)
 
-WAIT = 5  # seconds: a bound for "promptly" (events come within ~10 ms), never a measurement
+WAIT = 5  # seconds: a bound for "promptly" (events come within a millisecond), never a measurement
 
 
 def build(tmp_path, name):

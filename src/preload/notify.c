@@ -21,12 +21,14 @@
  *   position + 1 when it is complete, so a reader knows a record it copied
  *   is whole (it re-reads the word after the copy) and notices being
  *   lapped (the word has moved past the position it wanted).  No one waits
- *   on anyone: a writer that died halfway leaves a slot a reader skips
- *   after a second.
+ *   on anyone without a time limit: a writer that died halfway leaves a
+ *   slot a reader skips after a second or two.
  * - Each watching process keeps its own read position per ring.  A thread
  *   (notify_inst.c) reads new records, matches them against the process's
  *   watches, and turns them into struct inotify_event bytes; an instance
- *   that was lapped gets IN_Q_OVERFLOW.
+ *   that was lapped gets IN_Q_OVERFLOW.  A second thread sleeps on the
+ *   ring's futex word, which every record bumps (a wake only when someone
+ *   sleeps), with a timeout, and wakes the first.
  * - An inotify instance stays the kernel's until a pool path is watched
  *   through it.  Then the program's descriptor number is taken over by one
  *   end of a SOCK_SEQPACKET socketpair (the kernel instance moves to a
@@ -45,9 +47,12 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <string.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -209,6 +214,11 @@ static void emit(int m, int kind, uint32_t mask, uint32_t cookie, uint64_t dir, 
 	for (size_t i = 1; i < KN_WORDS; i++)
 		__atomic_store_n(&slot[i], u.w[i], __ATOMIC_RELAXED);
 	__atomic_store_n(&slot[0], pos + 1, __ATOMIC_RELEASE);
+	/* A sleeper counts itself before it reads wake, so it sees the new
+	 * value or is woken (both sides sequentially consistent). */
+	__atomic_add_fetch(&r->wake, 1, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&r->sleepers, __ATOMIC_SEQ_CST))
+		kp_syscall(SYS_futex, &r->wake, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 	sweep(r);
 }
 

@@ -12,7 +12,7 @@
 
 #include "kp.h"
 
-#define KN_MAGIC 0x6b6e7432u /* "kn" 2: changes with the layout */
+#define KN_MAGIC 0x6b6e7433u /* "kn" 3: changes with the layout */
 #define KN_WATCHERS 128      /* processes watching one pool at once */
 #define KN_RECS 4096u        /* a power of two: slots are seq % KN_RECS */
 #define KN_NAME 256          /* NAME_MAX + its NUL */
@@ -41,9 +41,11 @@ struct kn_ring {
 	uint32_t watching;   /* kn_watcher slots in use: 0 means no one listens */
 	uint64_t head;       /* next position to write */
 	uint32_t cookie;     /* the last rename cookie handed out */
+	uint32_t wake;       /* futex word: bumped after every record */
+	uint32_t sleepers;   /* watcher threads waiting on it */
 	uint32_t pad;
 	uint64_t swept;      /* CLOCK_MONOTONIC second of the last look for dead watchers */
-	uint64_t pad2[4];
+	uint64_t pad2[3];
 	struct kn_watcher who[KN_WATCHERS];
 	struct kn_rec rec[KN_RECS];
 };

@@ -9,8 +9,9 @@
  * kernel instance sits behind a close-on-exec descriptor of ours, and one
  * thread per process (all signals blocked) moves events into the socket:
  * records from the pools' rings that match a watch, and the kernel
- * instance's own events with their wds mapped.  Everything here, and the
- * thread, works under one mutex; the thread calls no engine function.
+ * instance's own events with their wds mapped; a second one sleeps on a
+ * ring's futex and wakes the first.  Everything here, and the threads,
+ * work under one mutex; the threads call no engine function.
  *
  * Each packet is one event, so a read returns one event.  Events wait in
  * a queue of ours while the socket is full, up to max_queued_events, then
@@ -31,6 +32,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <linux/sockios.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
@@ -300,6 +302,40 @@ static void destroy(struct inst *in)
 	free(in);
 }
 
+static pthread_cond_t watched = PTHREAD_COND_INITIALIZER; /* a first pool watch was made */
+
+/* The second thread: sleeps on the futex of the first ring this process
+ * reads (a pool's processes wake it with each record: notify.c emit) and
+ * wakes the first thread.  Other rings, and a wake lost to a sleeper that
+ * died, are looked at every 100 ms by the first thread. */
+static void *waiter_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&kn_mu);
+	for (;;) {
+		int m = 0;
+		while (m < KP_MAX_MOUNTS && !(kn_pool_watches[m] && kn_ring_of(m)))
+			m++;
+		if (m == KP_MAX_MOUNTS) {
+			pthread_cond_wait(&watched, &kn_mu);
+			continue;
+		}
+		struct kn_ring *r = kn_ring_of(m);
+		uint32_t seen = __atomic_load_n(&r->wake, __ATOMIC_SEQ_CST);
+		pthread_mutex_unlock(&kn_mu);
+		__atomic_add_fetch(&r->sleepers, 1, __ATOMIC_SEQ_CST);
+		if (__atomic_load_n(&r->wake, __ATOMIC_SEQ_CST) == seen) {
+			struct timespec t = { 0, 100000000 };
+			kp_syscall(SYS_futex, &r->wake, FUTEX_WAIT, seen, &t, NULL, 0);
+		}
+		__atomic_sub_fetch(&r->sleepers, 1, __ATOMIC_SEQ_CST);
+		pthread_mutex_lock(&kn_mu);
+		if (__atomic_load_n(&r->wake, __ATOMIC_SEQ_CST) != seen)
+			kn_kick();
+	}
+	return NULL;
+}
+
 static int any_pool_watch(void)
 {
 	for (int m = 0; m < KP_MAX_MOUNTS; m++)
@@ -333,9 +369,9 @@ static void *thread_main(void *arg)
 			who[n] = in;
 			pf[n++] = (struct pollfd){ .fd = in->kfd, .events = POLLIN };
 		}
-		/* Rings cannot wake a poll: while pool paths are watched it
-		 * looks every 10 ms. */
-		int timeout = any_pool_watch() ? 10 : -1;
+		/* Rings cannot wake a poll: waiter_main does, and while pool
+		 * paths are watched it looks every 100 ms anyway. */
+		int timeout = any_pool_watch() ? 100 : -1;
 		pthread_mutex_unlock(&kn_mu);
 		poll(pf, (nfds_t)n, timeout);
 		pthread_mutex_lock(&kn_mu);
@@ -378,6 +414,7 @@ static void at_child(void)
 	}
 	kn_dn_child();
 	memset(kn_pool_watches, 0, sizeof kn_pool_watches); /* the parent's slots in the rings stay its own */
+	watched = (pthread_cond_t)PTHREAD_COND_INITIALIZER; /* the parent's waiter may have been waiting on it */
 	thread_on = 0;
 	if (ctl >= 0)
 		REAL(close)(ctl);
@@ -421,14 +458,18 @@ int kn_start_thread(void)
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	pthread_t t;
+	pthread_t t, w;
 	int r = pthread_create(&t, NULL, thread_main, NULL);
+	if (!r) {
+		pthread_detach(t);
+		thread_on = 1;
+		if (!(r = pthread_create(&w, NULL, waiter_main, NULL)))
+			pthread_detach(w);
+		else
+			r = 0; /* the first thread's 100 ms looks serve */
+	}
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (r)
-		return -r;
-	pthread_detach(t);
-	thread_on = 1;
-	return 0;
+	return -r;
 }
 
 int kn_ref(int m)
@@ -439,6 +480,7 @@ int kn_ref(int m)
 			return r;
 		rpos[m] = __atomic_load_n(&kn_ring_of(m)->head, __ATOMIC_ACQUIRE);
 		kn_kick();
+		pthread_cond_signal(&watched);
 	}
 	kn_pool_watches[m]++;
 	return 0;
