@@ -29,9 +29,9 @@
  *   that was lapped gets IN_Q_OVERFLOW.  A second thread sleeps on the
  *   ring's futex word, which every record bumps (a wake only when someone
  *   sleeps), with a timeout, and wakes the first.
- * - An inotify instance stays the kernel's until a pool path is watched
- *   through it.  Then the program's descriptor number is taken over by one
- *   end of a SOCK_SEQPACKET socketpair (the kernel instance moves to a
+ * - An inotify instance a process with pools makes (or, made elsewhere,
+ *   at its first pool watch) is taken over: its descriptor number becomes
+ *   one end of a SOCK_SEQPACKET socketpair (the kernel instance moves to a
  *   descriptor of ours), so read, poll, select, epoll, FIONREAD, O_NONBLOCK
  *   and close are the kernel's own calls on a socket.  The thread forwards
  *   the kernel instance's events too (its watches keep working, their wds

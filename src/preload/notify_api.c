@@ -146,6 +146,28 @@ static int kernel_watch(struct inst *in, int kdir, const char *p, uint32_t mask)
 	return w->wd;
 }
 
+/* A process that may use a pool makes every instance ours at once: a
+ * program may hand the descriptor to epoll, or dup it, before its first
+ * watch, and both must then see the socket.  (An instance that came from
+ * elsewhere becomes ours at its first pool watch.) */
+KP_EXPORT int inotify_init1(int flags)
+{
+	kp_config();
+	int fd = REAL(inotify_init1)(flags);
+	if (fd < 0 || kp_nmounts == 0 || kp_inside)
+		return fd;
+	pthread_mutex_lock(&kn_mu);
+	if (!take_over(fd))
+		kp_debug("inotify instance %d stays the kernel's: %s", fd, strerror(errno));
+	pthread_mutex_unlock(&kn_mu);
+	return fd;
+}
+
+KP_EXPORT int inotify_init(void)
+{
+	return inotify_init1(0);
+}
+
 KP_EXPORT int inotify_add_watch(int fd, const char *path, uint32_t mask)
 {
 	kp_config();

@@ -4,7 +4,7 @@
  * paths, the thread that feeds them, and fcntl(F_NOTIFY) on pool
  * directories.
  *
- * An instance becomes ours at its first pool watch: the program's
+ * An instance becomes ours when it is made (notify_api.c): the program's
  * descriptor number is then one end of a SOCK_SEQPACKET socketpair, the
  * kernel instance sits behind a close-on-exec descriptor of ours, and one
  * thread per process (all signals blocked) moves events into the socket:
