@@ -185,6 +185,16 @@ void kn_watcher_drop(int m)
 		__atomic_sub_fetch(&r->watching, 1, __ATOMIC_RELAXED);
 }
 
+/* A watcher that exits stops counting at once; one killed waits for a
+ * sweep.  (A fork child's copy of the slot numbers names its parent's
+ * slots, which kn_watcher_drop leaves alone.) */
+__attribute__((destructor)) static void watchers_exit(void)
+{
+	for (int m = 0; m < KP_MAX_MOUNTS; m++)
+		if (my_watcher_slot[m])
+			kn_watcher_drop(m);
+}
+
 /* ---- reporting ---- */
 
 /* The ring is written and read by other processes while we copy: word by
