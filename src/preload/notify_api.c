@@ -128,10 +128,9 @@ static int pool_watch(struct inst *in, struct kp_path *kp, uint32_t mask)
 }
 
 /* A kernel watch through an instance of ours: the kernel's wd mapped. */
-static int kernel_watch(struct inst *in, int kdir, const char *p, uint32_t mask)
+static int kernel_watch(struct inst *in, const char *p, uint32_t mask)
 {
 	int kwd = REAL(inotify_add_watch)(in->kfd, p, mask);
-	(void)kdir;
 	if (kwd < 0)
 		return -1;
 	for (int i = 0; i < in->nw; i++)
@@ -174,18 +173,20 @@ KP_EXPORT int inotify_add_watch(int fd, const char *path, uint32_t mask)
 	if (kp_nmounts == 0 || kp_inside)
 		return REAL(inotify_add_watch)(fd, path, mask);
 	struct stat st;
-	int has_inst = 0;
+	int ours = 0; /* an instance of ours, or one a parent process feeds */
 	if (REAL(fstat)(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
 		pthread_mutex_lock(&kn_mu);
-		has_inst = kn_find(&st) != NULL;
+		ours = kn_find(&st) != NULL || kn_inherited_here(&st);
 		pthread_mutex_unlock(&kn_mu);
 	}
 	struct kp_path kp;
-	int r = has_inst || KP_PATH_OK(path) ? kp_classify(AT_FDCWD, path, &kp) : 0;
-	if (r)
-		return (int)kp_ret(r);
-	if (!has_inst && (!KP_PATH_OK(path) || kp.where != KP_KURA))
-		return REAL(inotify_add_watch)(fd, path, mask);
+	int r = 0;
+	if (!ours) {
+		/* A kernel instance: only a pool path is ours to serve. */
+		if (!KP_PATH_OK(path) || (r = kp_classify(AT_FDCWD, path, &kp)) || kp.where != KP_KURA)
+			return r ? (int)kp_ret(r) : REAL(inotify_add_watch)(fd, path, mask);
+	}
+	/* The kernel's checks, in its order: the mask, the descriptor, the path. */
 	if ((mask & IN_MASK_ADD) && (mask & IN_MASK_CREATE))
 		return (int)kp_ret(-EINVAL);
 	if (!(mask & (IN_ALL_EVENTS | IN_ONESHOT | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK | IN_MASK_ADD |
@@ -195,12 +196,14 @@ KP_EXPORT int inotify_add_watch(int fd, const char *path, uint32_t mask)
 		return -1;
 	if (kn_inherited_here(&st))
 		return (int)kp_ret(-EOPNOTSUPP);
+	if (ours && ((r = kp_path_arg(path)) || (r = kp_classify(AT_FDCWD, path, &kp))))
+		return (int)kp_ret(r);
 	pthread_mutex_lock(&kn_mu);
 	struct inst *in = kn_find(&st);
 	if (!in)
 		in = take_over(fd);
 	if (in)
-		r = kp.where == KP_KURA ? pool_watch(in, &kp, mask) : kernel_watch(in, AT_FDCWD, kp.p, mask);
+		r = kp.where == KP_KURA ? pool_watch(in, &kp, mask) : kernel_watch(in, kp.p, mask);
 	else
 		r = -1;
 	int er = errno;
