@@ -27,8 +27,15 @@
 KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	struct kp_fd *e = kp_get(fd);
-	if (!e)
+	if (!e) {
+		if (__builtin_expect(__atomic_load_n(&kp_notify_fds, __ATOMIC_RELAXED) != 0, 0)) {
+			int served;
+			ssize_t r = kp_notify_read(fd, buf, n, &served);
+			if (served)
+				return r;
+		}
 		return REAL(read)(fd, buf, n);
+	}
 	return kp_ret(kp_noted(e, kura_read(FS(e), e->kfd, buf, n), 1, IN_ACCESS));
 }
 

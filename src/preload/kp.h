@@ -385,6 +385,11 @@ static inline long kp_noted(struct kp_fd *e, long r, long min, uint32_t mask)
 			kp_notify_at((kp).mnt, (kp).kdirfd, (kp).p, (mask), (kind));        \
 		n_;                                                                         \
 	})
+/* read() of a descriptor that is not a placeholder: once this process has
+ * made an inotify instance ours (kp_notify_fds), the read is served as
+ * the kernel's if fd is one (*served). */
+extern int kp_notify_fds;
+ssize_t kp_notify_read(int fd, void *buf, size_t n, int *served);
 /* Before an exec (failed: after one that failed): an inotify instance of
  * ours that the new image keeps is kept from reading end-of-file. */
 void kp_notify_exec(int failed);

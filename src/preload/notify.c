@@ -35,8 +35,9 @@
  *   descriptor of ours), so read, poll, select, epoll, FIONREAD, O_NONBLOCK
  *   and close are the kernel's own calls on a socket.  The thread forwards
  *   the kernel instance's events too (its watches keep working, their wds
- *   mapped so that pool wds never collide), one event per packet: each
- *   read returns one event, a shorter but legal read of an inotify fd.
+ *   mapped so that pool wds never collide), one event per packet; read()
+ *   of such a descriptor gathers packets into the kernel's answer
+ *   (notify_api.c).
  *
  * Which records a process may see: anyone who can open the ring can open
  * the pool itself.  Watches are checked as the kernel checks them, read

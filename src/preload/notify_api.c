@@ -15,6 +15,7 @@
 
 /* Under kn_mu: the kernel instance at fd becomes ours (see the top).  Its
  * watches keep their wds, read from fdinfo. */
+static void kn_mark_fd(int fd);
 static struct inst *take_over(int fd)
 {
 	char lnk[64], path[64];
@@ -65,6 +66,7 @@ static struct inst *take_over(int fd)
 	in->dev = st.st_dev;
 	in->ino = st.st_ino;
 	in->ufd = fd;
+	kn_mark_fd(fd);
 	in->next = kn_insts;
 	kn_insts = in;
 	kn_kick();
@@ -258,4 +260,66 @@ void kp_notify_exec(int failed)
 		else if (kn_pool_watches[m])
 			kn_watcher_drop(m);
 	pthread_mutex_unlock(&kn_mu);
+}
+
+/* ---- read ----
+ * The kernel's read of an instance returns as many whole events as fit,
+ * and EINVAL when not even the first does; a packet of the socket is one
+ * event, so read() of a descriptor of ours gathers packets.  Descriptor
+ * numbers an instance was made at are marked, so that read() of any
+ * other descriptor looks no further than one process-local load once
+ * this process has an instance, and not at all before. */
+
+#define FD_MARKS 4096
+int kp_notify_fds;
+static uint8_t fd_marks[FD_MARKS / 8];
+static pthread_mutex_t read_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void kn_mark_fd(int fd)
+{
+	if (fd >= 0 && fd < FD_MARKS) {
+		__atomic_fetch_or(&fd_marks[fd / 8], (uint8_t)(1u << (fd % 8)), __ATOMIC_RELAXED);
+		__atomic_store_n(&kp_notify_fds, 1, __ATOMIC_RELAXED);
+	}
+}
+
+ssize_t kp_notify_read(int fd, void *buf, size_t n, int *served)
+{
+	*served = 0;
+	struct stat st;
+	if (fd < 0 || fd >= FD_MARKS || !(__atomic_load_n(&fd_marks[fd / 8], __ATOMIC_RELAXED) >> (fd % 8) & 1) ||
+	    REAL(fstat)(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
+		return 0;
+	pthread_mutex_lock(&kn_mu);
+	int mine = kn_find(&st) || kn_inherited_here(&st);
+	pthread_mutex_unlock(&kn_mu);
+	if (!mine)
+		return 0;
+	*served = 1;
+	/* One reader at a time: the size peeked must be the packet taken. */
+	pthread_mutex_lock(&read_lock);
+	size_t done = 0;
+	ssize_t r = 0;
+	for (;;) {
+		char hdr[EV_SZ];
+		ssize_t len = recv(fd, hdr, sizeof hdr, MSG_PEEK | MSG_TRUNC | (done ? MSG_DONTWAIT : 0));
+		if (len <= 0) {
+			r = len;
+			break;
+		}
+		if ((size_t)len > n - done) {
+			if (!done) {
+				errno = EINVAL;
+				r = -1;
+			}
+			break;
+		}
+		if ((r = recv(fd, (char *)buf + done, (size_t)len, MSG_DONTWAIT)) <= 0)
+			break;
+		done += (size_t)r;
+	}
+	pthread_mutex_unlock(&read_lock);
+	if (done)
+		return (ssize_t)done;
+	return r;
 }

@@ -13,7 +13,7 @@
  * ring's futex and wakes the first.  Everything here, and the threads,
  * work under one mutex; the threads call no engine function.
  *
- * Each packet is one event, so a read returns one event.  Events wait in
+ * Each packet is one event (read() gathers them: notify_api.c).  Events wait in
  * a queue of ours while the socket is full, up to max_queued_events, then
  * IN_Q_OVERFLOW; an event equal to the last one not yet read is merged
  * into it, as the kernel does.

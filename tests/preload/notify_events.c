@@ -184,6 +184,10 @@ int main(int argc, char **argv)
 	wd_d = inotify_add_watch(in, d, IN_CREATE | IN_ONESHOT);
 	put("a", "", 0);
 	put("b", "", 0);
+	struct pollfd pw = { .fd = in, .events = POLLIN };
+	poll(&pw, 1, 2000);
+	char small[sizeof(struct inotify_event)];
+	err("read into a buffer too small for the event", (int)read(in, small, sizeof small));
 	drain(in);
 	printf("-- excl_unlink\n");
 	wd_d = inotify_add_watch(in, d, IN_MODIFY | IN_CLOSE_WRITE | IN_EXCL_UNLINK);
