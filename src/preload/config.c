@@ -233,6 +233,7 @@ __attribute__((destructor)) static void kp_fini(void)
 			kp_inside++;
 			kura_release(fs);
 			kp_inside--;
+			kp_notify_fini(i);
 		}
 	}
 }

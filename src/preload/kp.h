@@ -350,6 +350,9 @@ extern uint32_t *kp_nwatch[KP_MAX_MOUNTS];
 	__builtin_expect(__atomic_load_n(__atomic_load_n(&kp_nwatch[(m)], __ATOMIC_RELAXED), __ATOMIC_RELAXED) != 0, 0)
 /* After mount m is mounted: its ring mapped, kp_nwatch[m] pointed at it. */
 void kp_notify_attach(int m);
+/* At exit, after kura_release: the ring removed if the engine's shared
+ * state went (this process was the pool's last). */
+void kp_notify_fini(int m);
 /* Events on an open description (IN_MODIFY, IN_ACCESS, IN_OPEN, IN_CLOSE_*,
  * IN_ATTRIB): to watches on the file and on the directory it was opened in. */
 void kp_notify_fd(struct kp_fd *e, uint32_t mask);

@@ -51,6 +51,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -66,15 +67,41 @@ uint32_t *kp_nwatch[KP_MAX_MOUNTS] = { [0 ... KP_MAX_MOUNTS - 1] = &nzero };
 struct kn_ring *kn_rings[KP_MAX_MOUNTS];
 static pthread_mutex_t attach_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The pool file, open and flock()ed (how: LOCK_SH, LOCK_EX), with the
+ * name of its ring; -1 if it cannot be.  kura_release holds LOCK_EX while
+ * it decides whether its process is the pool's last and removes the
+ * engine's shared state: under the same lock the ring is made (shared)
+ * and removed (exclusive), so a process mounting as the last one leaves
+ * never keeps a ring that is no longer the pool's. */
+static int pool_locked(int m, int how, char *name, size_t nl, struct stat *st)
+{
+	int fd = REAL(open)(kp_mounts[m].pool, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	while (REAL(flock)(fd, how) < 0)
+		if (errno != EINTR) {
+			REAL(close)(fd);
+			return -1;
+		}
+	if (REAL(fstat)(fd, st) < 0) {
+		REAL(close)(fd);
+		return -1;
+	}
+	snprintf(name, nl, "/kura-notify-%llx-%llx", (unsigned long long)st->st_dev, (unsigned long long)st->st_ino);
+	return fd;
+}
+
 static struct kn_ring *map_ring(int m)
 {
 	struct stat st;
 	char name[96];
-	if (REAL(stat)(kp_mounts[m].pool, &st) < 0)
+	int pfd = pool_locked(m, LOCK_SH, name, sizeof name, &st);
+	if (pfd < 0)
 		return NULL;
-	snprintf(name, sizeof name, "/kura-notify-%llx-%llx", (unsigned long long)st.st_dev,
-		 (unsigned long long)st.st_ino);
 	int fd = shm_open(name, O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_CREAT, st.st_mode & 0666);
+	/* Ours now: the last process to leave removes the name only when the
+	 * engine's state, which our mount has made, is gone. */
+	REAL(close)(pfd);
 	if (fd < 0)
 		return NULL;
 	char why[256];
@@ -119,6 +146,22 @@ struct kn_ring *kn_ring_get(int m)
 	}
 	pthread_mutex_unlock(&attach_lock);
 	return kn_ring_of(m);
+}
+
+void kp_notify_fini(int m)
+{
+	struct stat st;
+	char name[96], state[96];
+	if (!kn_ring_of(m))
+		return;
+	int pfd = pool_locked(m, LOCK_EX, name, sizeof name, &st);
+	if (pfd < 0)
+		return;
+	snprintf(state, sizeof state, "/dev/shm/kura-%llx-%llx", (unsigned long long)st.st_dev,
+		 (unsigned long long)st.st_ino);
+	if (REAL(access)(state, F_OK) < 0 && errno == ENOENT)
+		shm_unlink(name);
+	REAL(close)(pfd);
 }
 
 void kp_notify_attach(int m)
