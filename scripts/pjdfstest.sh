@@ -32,7 +32,7 @@ cleanup() {
 	for p in "${pools[@]}"; do
 		if [ -e "$p" ]; then
 			id=$(printf '%x-%x' "$(stat -c %d "$p")" "$(stat -c %i "$p")")
-			rm -f "$p" "/dev/shm/kura-$id" "/dev/shm/kura-locks-$id"
+			rm -f "$p" "/dev/shm/kura-$id" "/dev/shm/kura-locks-$id" "/dev/shm/kura-notify-$id"
 		fi
 	done
 	rm -rf "$work" "/dev/shm/pjdfstest-tmpfs-$tag"

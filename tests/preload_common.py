@@ -38,10 +38,10 @@ def env(tmp_path_factory):
     shutil.rmtree(tmpfs, ignore_errors=True)
     r = subprocess.run([KURA_BIN, "fsck", pool], capture_output=True, text=True)
     st = os.stat(pool)
-    # The layer's lock table for this pool (lock.c names it after the pool file).
-    locks = Path(f"/dev/shm/kura-locks-{st.st_dev:x}-{st.st_ino:x}")
-    if locks.exists():
-        locks.unlink()
+    # The layer's lock table and event ring for this pool (lock.c and
+    # notify.c name them after the pool file).
+    for kind in ("locks", "notify"):
+        Path(f"/dev/shm/kura-{kind}-{st.st_dev:x}-{st.st_ino:x}").unlink(missing_ok=True)
     os.unlink(pool)
     assert r.returncode == 0, r.stdout + r.stderr
 

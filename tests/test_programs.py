@@ -99,7 +99,8 @@ def base():
         # its pool file and outlives it: ours go with our pools.
         for pool in BASE.glob("*.pool"):
             st = pool.stat()
-            Path(f"/dev/shm/kura-locks-{st.st_dev:x}-{st.st_ino:x}").unlink(missing_ok=True)
+            for kind in ("locks", "notify"):
+                Path(f"/dev/shm/kura-{kind}-{st.st_dev:x}-{st.st_ino:x}").unlink(missing_ok=True)
         shutil.rmtree(BASE, ignore_errors=True)
 
 

@@ -175,8 +175,9 @@ static int shm_exists(const char *kind, const struct stat *st)
 /* What the pool's users left in /dev/shm (names as src/lock.c, journal.c
  * and src/preload/lock.c make them): a working copy is written home and
  * removed by a mount that finds itself the last (kura_release); the
- * layer's lock table goes when no process has the pool mounted, which the
- * write lock on its first byte proves (see kura_mkfs), held meanwhile. */
+ * layer's lock table and event ring (src/preload/notify.c) go when no
+ * process has the pool mounted, which the write lock on its first byte
+ * proves (see kura_mkfs), held meanwhile. */
 int cli_tidy_pool(const char *pool)
 {
 	struct stat st;
@@ -192,18 +193,20 @@ int cli_tidy_pool(const char *pool)
 			kura_unmount(fs);
 		}
 	}
-	if (!shm_exists("locks-", &st))
+	if (!shm_exists("locks-", &st) && !shm_exists("notify-", &st))
 		return shm_exists("copy-", &st) + shm_exists("", &st);
 	int fd = open(pool, O_RDWR | O_CLOEXEC);
 	struct flock none_mounted = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
 	if (fd >= 0 && fcntl(fd, F_OFD_SETLK, &none_mounted) == 0) {
 		char name[96];
-		snprintf(name, sizeof name, "/kura-locks-%llx-%llx", (unsigned long long)st.st_dev,
-			 (unsigned long long)st.st_ino);
-		shm_unlink(name);
+		for (int i = 0; i < 2; i++) {
+			snprintf(name, sizeof name, "/kura-%s-%llx-%llx", i ? "notify" : "locks",
+				 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
+			shm_unlink(name);
+		}
 	}
 	if (fd >= 0)
 		close(fd);
-	left = shm_exists("copy-", &st) + shm_exists("", &st) + shm_exists("locks-", &st);
+	left = shm_exists("copy-", &st) + shm_exists("", &st) + shm_exists("locks-", &st) + shm_exists("notify-", &st);
 	return left;
 }

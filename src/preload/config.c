@@ -105,6 +105,7 @@ kura_fs *kp_fs(int m)
 			return NULL;
 		}
 		__atomic_store_n(&mt->fs, fs, __ATOMIC_RELEASE);
+		kp_notify_attach(m);
 	}
 	pthread_mutex_unlock(&mount_lock);
 	return mt->fs;
@@ -128,6 +129,7 @@ void kp_set_fs(int m, kura_fs *fs)
 {
 	kura_set_host_prefix(fs, kp_mounts[m].prefix); /* kura_mount_inherit got no host_prefix */
 	__atomic_store_n(&kp_mounts[m].fs, fs, __ATOMIC_RELEASE);
+	kp_notify_attach(m);
 }
 
 void kp_debug(const char *fmt, ...)
@@ -231,6 +233,7 @@ __attribute__((destructor)) static void kp_fini(void)
 			kp_inside++;
 			kura_release(fs);
 			kp_inside--;
+			kp_notify_fini(i);
 		}
 	}
 }

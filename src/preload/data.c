@@ -27,9 +27,16 @@
 KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	struct kp_fd *e = kp_get(fd);
-	if (!e)
+	if (!e) {
+		if (__builtin_expect(__atomic_load_n(&kp_notify_fds, __ATOMIC_RELAXED) != 0, 0)) {
+			int served;
+			ssize_t r = kp_notify_read(fd, buf, n, &served);
+			if (served)
+				return r;
+		}
 		return REAL(read)(fd, buf, n);
-	return kp_ret(kura_read(FS(e), e->kfd, buf, n));
+	}
+	return kp_ret(kp_noted(e, kura_read(FS(e), e->kfd, buf, n), 1, IN_ACCESS));
 }
 
 ssize_t kp_read(int fd, void *buf, size_t n) { return read(fd, buf, n); }
@@ -45,7 +52,7 @@ KP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(write)(fd, buf, n);
-	return kp_ret(kura_write(FS(e), e->kfd, buf, n));
+	return kp_ret(kp_noted(e, kura_write(FS(e), e->kfd, buf, n), 1, IN_MODIFY));
 }
 
 ssize_t kp_write(int fd, const void *buf, size_t n) { return write(fd, buf, n); }
@@ -55,7 +62,7 @@ KP_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(pread)(fd, buf, n, off);
-	return kp_ret(kura_pread(FS(e), e->kfd, buf, n, off));
+	return kp_ret(kp_noted(e, kura_pread(FS(e), e->kfd, buf, n, off), 1, IN_ACCESS));
 }
 KP_EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off) { return pread(fd, buf, n, off); }
 KP_EXPORT ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t bl) { (void)bl; return pread(fd, buf, n, off); }
@@ -66,13 +73,13 @@ KP_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(pwrite)(fd, buf, n, off);
-	return kp_ret(kura_pwrite(FS(e), e->kfd, buf, n, off));
+	return kp_ret(kp_noted(e, kura_pwrite(FS(e), e->kfd, buf, n, off), 1, IN_MODIFY));
 }
 KP_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off) { return pwrite(fd, buf, n, off); }
 
 /* Vectors: gathered into one buffer when small so that an O_APPEND record
  * stays one write; otherwise element by element. off < 0: current offset. */
-static ssize_t kvec(struct kp_fd *e, const struct iovec *iov, int cnt, off_t off, int wr)
+static ssize_t kvec_io(struct kp_fd *e, const struct iovec *iov, int cnt, off_t off, int wr)
 {
 	if (cnt < 0 || cnt > IOV_MAX)
 		return kp_ret(-EINVAL);
@@ -107,6 +114,11 @@ static ssize_t kvec(struct kp_fd *e, const struct iovec *iov, int cnt, off_t off
 			break;
 	}
 	return done;
+}
+
+static ssize_t kvec(struct kp_fd *e, const struct iovec *iov, int cnt, off_t off, int wr)
+{
+	return kp_noted(e, kvec_io(e, iov, cnt, off, wr), 1, wr ? IN_MODIFY : IN_ACCESS);
 }
 
 KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
@@ -229,7 +241,7 @@ KP_EXPORT int ftruncate(int fd, off_t len)
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(ftruncate)(fd, len);
-	int r = kura_ftruncate(FS(e), e->kfd, len);
+	int r = (int)kp_noted(e, kura_ftruncate(FS(e), e->kfd, len), 0, IN_MODIFY);
 	int64_t ino = r == 0 ? kura_fd_ino(FS(e), e->kfd) : -1;
 	if (ino > 0)
 		kp_map_truncated(e->mnt, (uint64_t)ino, (uint64_t)len);
@@ -240,7 +252,7 @@ KP_EXPORT int ftruncate64(int fd, off_t len) { return ftruncate(fd, len); }
 KP_EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
 {
 	struct kp_fd *e = kp_get(fd);
-	return e ? (int)kp_ret(kura_fallocate(FS(e), e->kfd, mode, off, len)) : REAL(fallocate)(fd, mode, off, len);
+	return e ? (int)kp_ret(kp_noted(e, kura_fallocate(FS(e), e->kfd, mode, off, len), 0, IN_MODIFY)) : REAL(fallocate)(fd, mode, off, len);
 }
 KP_EXPORT int fallocate64(int fd, int mode, off_t off, off_t len) { return fallocate(fd, mode, off, len); }
 
@@ -251,7 +263,7 @@ KP_EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 		return REAL(posix_fallocate)(fd, off, len);
 	if (off < 0 || len <= 0)
 		return EINVAL;
-	int r = kura_fallocate(FS(e), e->kfd, 0, off, len);
+	int r = (int)kp_noted(e, kura_fallocate(FS(e), e->kfd, 0, off, len), 0, IN_MODIFY);
 	return r < 0 ? -r : 0;
 }
 KP_EXPORT int posix_fallocate64(int fd, off_t off, off_t len) { return posix_fallocate(fd, off, len); }
@@ -330,17 +342,17 @@ KP_EXPORT int __fxstat64(int ver, int fd, struct stat64 *st) { return __fxstat(v
 KP_EXPORT int fchmod(int fd, mode_t m)
 {
 	struct kp_fd *e = kp_get(fd);
-	return e ? (int)kp_ret(kura_fchmod(FS(e), e->kfd, m)) : REAL(fchmod)(fd, m);
+	return e ? (int)kp_ret(kp_noted(e, kura_fchmod(FS(e), e->kfd, m), 0, IN_ATTRIB)) : REAL(fchmod)(fd, m);
 }
 KP_EXPORT int fchown(int fd, uid_t u, gid_t g)
 {
 	struct kp_fd *e = kp_get(fd);
-	return e ? (int)kp_ret(kura_fchown(FS(e), e->kfd, u, g)) : REAL(fchown)(fd, u, g);
+	return e ? (int)kp_ret(kp_noted(e, kura_fchown(FS(e), e->kfd, u, g), 0, IN_ATTRIB)) : REAL(fchown)(fd, u, g);
 }
 KP_EXPORT int futimens(int fd, const struct timespec t[2])
 {
 	struct kp_fd *e = kp_get(fd);
-	return e ? (int)kp_ret(kura_futimens(FS(e), e->kfd, t)) : REAL(futimens)(fd, t);
+	return e ? (int)kp_ret(kp_noted(e, kura_futimens(FS(e), e->kfd, t), 0, IN_ATTRIB)) : REAL(futimens)(fd, t);
 }
 KP_EXPORT int futimes(int fd, const struct timeval tv[2])
 {
@@ -354,13 +366,18 @@ KP_EXPORT int futimes(int fd, const struct timeval tv[2])
 			ts[i].tv_nsec = tv[i].tv_usec * 1000;
 		}
 	}
-	return (int)kp_ret(kura_futimens(FS(e), e->kfd, tv ? ts : NULL));
+	return (int)kp_ret(kp_noted(e, kura_futimens(FS(e), e->kfd, tv ? ts : NULL), 0, IN_ATTRIB));
 }
 
 static void to_statfs(const struct statvfs *sv, struct statfs *sf)
 {
 	memset(sf, 0, sizeof *sf);
-	sf->f_type = 0x6b757261; /* "kura", as st_dev */
+	/* Programs pick their ways by f_type, and know only the kernel's:
+	 * coreutils' tail -f polls a file system it does not know to be
+	 * local, where it would use inotify, which pool files now have.
+	 * tmpfs's is the nearest: memory-mapped, every change durable at
+	 * return as far as the medium goes. */
+	sf->f_type = 0x01021994; /* TMPFS_MAGIC */
 	sf->f_bsize = (long)sv->f_bsize;
 	sf->f_frsize = (long)sv->f_frsize;
 	sf->f_blocks = sv->f_blocks;

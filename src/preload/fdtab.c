@@ -166,6 +166,8 @@ void kp_release(int fd)
 		return;
 	}
 	kura_fs *fs = kp_mounts[e->mnt].fs;
+	if (KP_WATCHED(e->mnt))
+		kp_notify_closing(fd, e);
 	kp_lock_close(fd, e);
 	__atomic_store_n(&e->used, 0, __ATOMIC_RELEASE);
 	if (e->dir)

@@ -320,6 +320,7 @@ char **kp_build_env(char *const *envp, int keep_cloexec)
 		free(b.p);
 	env[k] = NULL;
 	kp_map_exec(0); /* exec drops the maps; kp_exec_failed takes them back */
+	kp_notify_exec(0);
 	return env;
 }
 
@@ -334,6 +335,7 @@ void kp_exec_failed(char **env)
 	unhide_all();
 	free(env);
 	kp_map_exec(1);
+	kp_notify_exec(1);
 	errno = er;
 }
 

@@ -72,6 +72,19 @@ static int open_escaped(struct kp_path *kp, int flags, mode_t mode)
 	return REAL(openat)(AT_FDCWD, kp->p, flags, mode);
 }
 
+/* An open's events, as the kernel orders them: IN_CREATE of a new name,
+ * IN_MODIFY of a truncation, IN_OPEN. */
+static void opened(int fd, struct kp_path *kp, int flags, int created)
+{
+	struct kp_fd *e = kp_get(fd);
+	if (created)
+		kp_notify_at(kp->mnt, kp->kdirfd, kp->p, IN_CREATE, KN_CHILD);
+	else if ((flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY && e)
+		kp_notify_fd(e, IN_MODIFY);
+	if (e)
+		kp_notify_fd(e, IN_OPEN);
+}
+
 int kp_open_path(struct kp_path *kp, int flags, mode_t mode)
 {
 	kura_fs *fs = kp_fs(kp->mnt);
@@ -88,6 +101,10 @@ int kp_open_path(struct kp_path *kp, int flags, mode_t mode)
 		if (busy)
 			return (int)kp_ret(busy);
 	}
+	struct kp_nstat was = { .ok = 1 };
+	int watched = KP_WATCHED(kp->mnt);
+	if (watched && (flags & O_CREAT))
+		kp_notify_pre(kp->mnt, kp->kdirfd, kp->p, &was);
 	int kfd = kura_openat(fs, kp->kdirfd, kp->p, flags & ~O_CLOEXEC, mode);
 	if (kfd == KURA_ESCAPED)
 		return open_escaped(kp, flags0, mode0);
@@ -116,7 +133,10 @@ int kp_open_path(struct kp_path *kp, int flags, mode_t mode)
 	else
 		snprintf(name, sizeof name, "%s", kp->host);
 	kp_normalise(name);
-	return kp_install(kp->mnt, kfd, flags & O_CLOEXEC, kp->host[0] ? name : NULL, isdir && !tmpfile);
+	int fd = kp_install(kp->mnt, kfd, flags & O_CLOEXEC, kp->host[0] ? name : NULL, isdir && !tmpfile);
+	if (fd >= 0 && watched)
+		opened(fd, kp, flags, !was.ok);
+	return fd;
 }
 
 /* Opening /proc/self/fd/N or /dev/fd/N of a placeholder: as Linux, a new
@@ -147,7 +167,10 @@ static int reopen_fd(int pfd, int flags, mode_t mode)
 	}
 	if (kfd < 0)
 		return (int)kp_ret(kfd);
-	return kp_install(e->mnt, kfd, flags & O_CLOEXEC, e->path, e->isdir);
+	int fd = kp_install(e->mnt, kfd, flags & O_CLOEXEC, e->path, e->isdir);
+	if (fd >= 0)
+		kp_noted(kp_get(fd), 0, 0, IN_OPEN);
+	return fd;
 }
 
 static int do_openat(int dirfd, const char *path, int flags, mode_t mode)
@@ -400,6 +423,8 @@ static int do_fcntl(int fd, int cmd, void *arg, int is64)
 	case F_OFD_SETLK:
 	case F_OFD_SETLKW:
 		return kp_lock_fcntl(fd, e, cmd, arg);
+	case F_NOTIFY:
+		return kp_notify_dnotify(fd, e, (unsigned long)arg);
 	case F_GETOWN:
 	case F_SETOWN:
 	case F_GETSIG:

@@ -19,6 +19,7 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 
@@ -338,6 +339,74 @@ int kp_exec_writing(int m, uint64_t ino);
  * last component followed if follow) if it is executing, after the errors
  * Linux reports first (the access mode's permission); else 0. */
 int kp_exec_check_write(int m, int kdirfd, const char *path, int follow, int acc);
+
+/* ---- change notification (notify.c, notify_inst.c) ----
+ * kp_nwatch[m] points at the count of pool watches alive in any process
+ * (in mount m's event ring in /dev/shm; a zero word when there is none):
+ * a wrapper reports an event only when KP_WATCHED(m), so a process doing
+ * file operations while nobody watches pays one load for it. */
+extern uint32_t *kp_nwatch[KP_MAX_MOUNTS];
+#define KP_WATCHED(m) \
+	__builtin_expect(__atomic_load_n(__atomic_load_n(&kp_nwatch[(m)], __ATOMIC_RELAXED), __ATOMIC_RELAXED) != 0, 0)
+/* After mount m is mounted: its ring mapped, kp_nwatch[m] pointed at it. */
+void kp_notify_attach(int m);
+/* At exit, after kura_release: the ring removed if the engine's shared
+ * state went (this process was the pool's last). */
+void kp_notify_fini(int m);
+/* Events on an open description (IN_MODIFY, IN_ACCESS, IN_OPEN, IN_CLOSE_*,
+ * IN_ATTRIB): to watches on the file and on the directory it was opened in. */
+void kp_notify_fd(struct kp_fd *e, uint32_t mask);
+/* An event on (kdirfd, p) of mount m: kind KN_CHILD (IN_CREATE...) goes to
+ * the directory's watches only, KN_BOTH (IN_ATTRIB, IN_MODIFY) to the
+ * object's too.  IN_ISDIR is added when p is a directory. */
+void kp_notify_at(int m, int kdirfd, const char *p, uint32_t mask, int kind);
+/* What a name was before a call that removes or replaces it. */
+struct kp_nstat {
+	uint64_t ino;
+	uint64_t nlink;
+	int isdir, ok;
+};
+void kp_notify_pre(int m, int kdirfd, const char *p, struct kp_nstat *st);
+void kp_notify_unlinked(int m, int kdirfd, const char *p, const struct kp_nstat *st);
+void kp_notify_renamed(int m, int od, const char *op, int nd, const char *np, const struct kp_nstat *src,
+		       const struct kp_nstat *dst, unsigned flags);
+/* link(2): the link count's IN_ATTRIB on the file, IN_CREATE in the directory. */
+void kp_notify_linked(int m, int nd, const char *np);
+/* A wrapper's result r passed on, after reporting mask on e when r >= min. */
+static inline long kp_noted(struct kp_fd *e, long r, long min, uint32_t mask)
+{
+	if (r >= min && KP_WATCHED(e->mnt))
+		kp_notify_fd(e, mask);
+	return r;
+}
+/* The engine's result r passed on; on success, mask reported for kp's name
+ * (notify.c), when anyone watches. */
+#define NOTED_AT(kp, r, mask, kind)                                                         \
+	({                                                                                  \
+		long n_ = (r);                                                              \
+		if (n_ == 0 && KP_WATCHED((kp).mnt))                                        \
+			kp_notify_at((kp).mnt, (kp).kdirfd, (kp).p, (mask), (kind));        \
+		n_;                                                                         \
+	})
+/* read() of a descriptor that is not a placeholder: once this process has
+ * made an inotify instance ours (kp_notify_fds), the read is served as
+ * the kernel's if fd is one (*served). */
+extern int kp_notify_fds;
+ssize_t kp_notify_read(int fd, void *buf, size_t n, int *served);
+/* Before an exec (failed: after one that failed): an inotify instance of
+ * ours that the new image keeps is kept from reading end-of-file. */
+void kp_notify_exec(int failed);
+/* fcntl(F_NOTIFY) on a kura directory descriptor. */
+int kp_notify_dnotify(int fd, struct kp_fd *e, unsigned long arg);
+/* Descriptor fd (e) is about to go: IN_CLOSE_* if it is the last of its
+ * description in this process. */
+void kp_notify_closing(int fd, struct kp_fd *e);
+/* How an event is delivered (the kernel's fsnotify calls): to the watch on
+ * the directory, with the name (create, delete, moves); to that and to the
+ * watch on the object itself (fsnotify_parent: modify, access, open,
+ * close, attrib); or to the object only (delete_self, move_self, the
+ * attrib of a link count change). */
+enum { KN_CHILD = 1, KN_BOTH = 2, KN_SELF = 3 };
 
 /* ---- processes (proc.c; spawn.c builds on these) ---- */
 void kp_inherit(void);

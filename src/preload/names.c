@@ -151,13 +151,14 @@ KP_EXPORT int eaccess(const char *p, int mode) { return euidaccess(p, mode); }
 
 /* ---- create and remove ---- */
 
+
 KP_EXPORT int mkdirat(int dirfd, const char *path, mode_t mode)
 {
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
 		return (int)KP_KERNEL_CALL(kp, dirfd, KP_NAME, REAL(mkdirat)(KDIR(kp, dirfd), kp.p, mode));
 	KFS(kp);
-	return (int)kp_ret(KP_ENGINE(kp, KP_NAME, kura_mkdirat(fs, kp.kdirfd, kp.p, mode)));
+	return (int)kp_ret(NOTED_AT(kp, KP_ENGINE(kp, KP_NAME, kura_mkdirat(fs, kp.kdirfd, kp.p, mode)), IN_CREATE, KN_CHILD));
 }
 KP_EXPORT int mkdir(const char *p, mode_t mode)
 {
@@ -173,7 +174,13 @@ KP_EXPORT int unlinkat(int dirfd, const char *path, int flags)
 	if (kp.where != KP_KURA)
 		return (int)KP_KERNEL_CALL(kp, dirfd, KP_NAME, REAL(unlinkat)(KDIR(kp, dirfd), kp.p, flags));
 	KFS(kp);
-	return (int)kp_ret(KP_ENGINE(kp, KP_NAME, kura_unlinkat(fs, kp.kdirfd, kp.p, flags)));
+	struct kp_nstat was = { 0 };
+	if (KP_WATCHED(kp.mnt))
+		kp_notify_pre(kp.mnt, kp.kdirfd, kp.p, &was);
+	int r = (int)KP_ENGINE(kp, KP_NAME, kura_unlinkat(fs, kp.kdirfd, kp.p, flags));
+	if (r == 0 && was.ok)
+		kp_notify_unlinked(kp.mnt, kp.kdirfd, kp.p, &was);
+	return (int)kp_ret(r);
 }
 KP_EXPORT int unlink(const char *p)
 {
@@ -213,7 +220,7 @@ KP_EXPORT int mknodat(int dirfd, const char *path, mode_t mode, dev_t dev)
 	if (S_ISFIFO(mode) && getrandom(&dev, sizeof dev, 0) != sizeof dev)
 		return -1;
 	return (int)kp_ret(
-		KP_ENGINE(kp, KP_NAME, kura_mknodat(fs, kp.kdirfd, kp.p, mode, dev)));
+		NOTED_AT(kp, KP_ENGINE(kp, KP_NAME, kura_mknodat(fs, kp.kdirfd, kp.p, mode, dev)), IN_CREATE, KN_CHILD));
 }
 KP_EXPORT int mknod(const char *p, mode_t m, dev_t d) { return mknodat(AT_FDCWD, p, m, d); }
 KP_EXPORT int __xmknod(int v, const char *p, mode_t m, dev_t *d) { (void)v; return mknodat(AT_FDCWD, p, m, *d); }
@@ -355,9 +362,16 @@ KP_EXPORT int renameat2(int od, const char *op, int nd, const char *np, unsigned
 		return -1;
 	}
 	KFS(a);
+	struct kp_nstat src = { 0 }, dst = { 0 };
+	if (KP_WATCHED(a.mnt)) {
+		kp_notify_pre(a.mnt, a.kdirfd, a.p, &src);
+		kp_notify_pre(b.mnt, b.kdirfd, b.p, &dst);
+	}
 	int r = kura_renameat2(fs, a.kdirfd, a.p, b.kdirfd, b.p, flags);
 	if (r == KURA_ESCAPED && !(r = escape_pair(fs, &a, KP_NAME, &b)))
 		goto b_again; /* both names are resolved again on their new sides */
+	if (r == 0 && src.ok && !(src.ino == dst.ino && dst.ok))
+		kp_notify_renamed(a.mnt, a.kdirfd, a.p, b.kdirfd, b.p, &src, &dst, flags);
 	return (int)kp_ret(r);
 }
 KP_EXPORT int renameat(int od, const char *op, int nd, const char *np) { return renameat2(od, op, nd, np, 0); }
@@ -419,6 +433,8 @@ KP_EXPORT int linkat(int od, const char *op, int nd, const char *np, int flags)
 	int r = kura_linkat(fs, a.kdirfd, a.p, b.kdirfd, b.p, flags);
 	if (r == KURA_ESCAPED && !(r = escape_pair(fs, &a, !!(flags & AT_SYMLINK_FOLLOW), &b)))
 		goto b_again;
+	if (r == 0 && KP_WATCHED(b.mnt))
+		kp_notify_linked(b.mnt, b.kdirfd, b.p);
 	return (int)kp_ret(r);
 }
 KP_EXPORT int link(const char *op, const char *np)
@@ -443,7 +459,7 @@ KP_EXPORT int symlinkat(const char *target, int dirfd, const char *path)
 	if (bad)
 		return (int)kp_ret(bad);
 	KFS(kp);
-	return (int)kp_ret(KP_ENGINE(kp, KP_NAME, kura_symlinkat(fs, target, kp.kdirfd, kp.p)));
+	return (int)kp_ret(NOTED_AT(kp, KP_ENGINE(kp, KP_NAME, kura_symlinkat(fs, target, kp.kdirfd, kp.p)), IN_CREATE, KN_CHILD));
 }
 KP_EXPORT int symlink(const char *target, const char *p)
 {
@@ -498,7 +514,7 @@ KP_EXPORT int fchmodat(int dirfd, const char *path, mode_t mode, int flags)
 		return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
 					   REAL(fchmodat)(KDIR(kp, dirfd), kp.p, mode, flags));
 	KFS(kp);
-	return (int)kp_ret(KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW), kura_fchmodat(fs, kp.kdirfd, kp.p, mode, flags)));
+	return (int)kp_ret(NOTED_AT(kp, KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW), kura_fchmodat(fs, kp.kdirfd, kp.p, mode, flags)), IN_ATTRIB, KN_BOTH));
 }
 KP_EXPORT int chmod(const char *p, mode_t m)
 {
@@ -517,7 +533,7 @@ KP_EXPORT int fchownat(int dirfd, const char *path, uid_t u, gid_t g, int flags)
 		return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
 					   REAL(fchownat)(KDIR(kp, dirfd), kp.p, u, g, flags));
 	KFS(kp);
-	return (int)kp_ret(KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW), kura_fchownat(fs, kp.kdirfd, kp.p, u, g, flags)));
+	return (int)kp_ret(NOTED_AT(kp, KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW), kura_fchownat(fs, kp.kdirfd, kp.p, u, g, flags)), IN_ATTRIB, KN_BOTH));
 }
 KP_EXPORT int chown(const char *p, uid_t u, gid_t g)
 {
@@ -546,7 +562,7 @@ KP_EXPORT int utimensat(int dirfd, const char *path, const struct timespec t[2],
 		return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
 					   REAL(utimensat)(KDIR(kp, dirfd), kp.p, t, flags));
 	KFS(kp);
-	return (int)kp_ret(KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW), kura_utimensat(fs, kp.kdirfd, kp.p, t, flags)));
+	return (int)kp_ret(NOTED_AT(kp, KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW), kura_utimensat(fs, kp.kdirfd, kp.p, t, flags)), IN_ATTRIB, KN_BOTH));
 }
 
 static int tv_utimes(int dirfd, const char *p, const struct timeval tv[2], int flags)
@@ -597,7 +613,7 @@ KP_EXPORT int truncate(const char *p, off_t len)
 	int busy = len >= 0 ? kp_exec_check_write(kp.mnt, kp.kdirfd, kp.p, 1, O_WRONLY) : 0;
 	if (busy)
 		return (int)kp_ret(busy);
-	return (int)kp_ret(KP_ENGINE(kp, 1, kura_truncateat(fs, kp.kdirfd, kp.p, len)));
+	return (int)kp_ret(NOTED_AT(kp, KP_ENGINE(kp, 1, kura_truncateat(fs, kp.kdirfd, kp.p, len)), IN_MODIFY, KN_BOTH));
 }
 KP_EXPORT int truncate64(const char *p, off_t len) { return truncate(p, len); }
 

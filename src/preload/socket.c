@@ -273,6 +273,8 @@ KP_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 		return -1;
 	}
 	remember(&u, path);
+	if (KP_WATCHED(kp.mnt))
+		kp_notify_at(kp.mnt, kp.kdirfd, kp.p, IN_CREATE, KN_CHILD);
 	return 0;
 }
 

@@ -35,6 +35,8 @@
 #include <unistd.h>
 #include <utime.h>
 
+#include <sys/inotify.h>
+
 #include "kp.h"
 
 /* The kernel's struct open_how (linux/openat2.h). */
@@ -174,6 +176,10 @@ static long file_call(long n, long a, long b, long c, long d, long e, long f, in
 	case SYS_removexattr: return removexattr(P(a), P(b));
 	case SYS_lremovexattr: return lremovexattr(P(a), P(b));
 	case SYS_fremovexattr: return fremovexattr(I(a), P(b));
+	case SYS_inotify_init: return inotify_init();
+	case SYS_inotify_init1: return inotify_init1(I(a));
+	case SYS_inotify_add_watch: return inotify_add_watch(I(a), P(b), (uint32_t)c);
+	case SYS_inotify_rm_watch: return inotify_rm_watch(I(a), I(b));
 	}
 	*served = 0;
 	return 0;

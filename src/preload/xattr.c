@@ -19,7 +19,8 @@ static int name_ok(const char *name)
 	return r == -EFAULT ? r : 0;
 }
 
-#define XATTR_PATH_CALL(path, follow, kernel_call, engine_call)                                     \
+/* note: the event a success reports (IN_ATTRIB for a change), or 0. */
+#define XATTR_PATH_CALL(path, follow, note, kernel_call, engine_call)                               \
 	do {                                                                                          \
 		RESOLVE(AT_FDCWD, path, kp);                                                          \
 		if (kp.where != KP_KURA)                                                              \
@@ -27,7 +28,8 @@ static int name_ok(const char *name)
 		KFS(kp);                                                                              \
 		int flags_ = (follow) ? 0 : AT_SYMLINK_NOFOLLOW;                                      \
 		(void)flags_;                                                                         \
-		return kp_ret(KP_ENGINE(kp, follow, engine_call));                                    \
+		long r_ = KP_ENGINE(kp, follow, engine_call);                                         \
+		return kp_ret((note) ? NOTED_AT(kp, r_, (note), KN_BOTH) : r_);                       \
 	} while (0)
 
 #define FS_OF(e) (kp_mounts[(e)->mnt].fs)
@@ -37,7 +39,7 @@ static ssize_t get_at(const char *path, const char *name, void *value, size_t si
 	int r = name_ok(name);
 	if (r)
 		return kp_ret(r);
-	XATTR_PATH_CALL(path, follow,
+	XATTR_PATH_CALL(path, follow, 0,
 			follow ? REAL(getxattr)(kp.p, name, value, size) : REAL(lgetxattr)(kp.p, name, value, size),
 			kura_getxattrat(fs, kp.kdirfd, kp.p, name, value, size, flags_));
 }
@@ -63,7 +65,7 @@ static int set_at(const char *path, const char *name, const void *value, size_t 
 	int r = name_ok(name);
 	if (r)
 		return (int)kp_ret(r);
-	XATTR_PATH_CALL(path, follow,
+	XATTR_PATH_CALL(path, follow, IN_ATTRIB,
 			follow ? REAL(setxattr)(kp.p, name, value, size, xflags)
 			       : REAL(lsetxattr)(kp.p, name, value, size, xflags),
 			kura_setxattrat(fs, kp.kdirfd, kp.p, name, value, size, xflags, flags_));
@@ -82,12 +84,12 @@ KP_EXPORT int fsetxattr(int fd, const char *name, const void *value, size_t size
 	if (!e)
 		return REAL(fsetxattr)(fd, name, value, size, xflags);
 	int r = name_ok(name);
-	return (int)kp_ret(r ? r : kura_setxattrat(FS_OF(e), e->kfd, "", name, value, size, xflags, AT_EMPTY_PATH));
+	return (int)kp_ret(r ? r : kp_noted(e, kura_setxattrat(FS_OF(e), e->kfd, "", name, value, size, xflags, AT_EMPTY_PATH), 0, IN_ATTRIB));
 }
 
 static ssize_t list_at(const char *path, char *list, size_t size, int follow)
 {
-	XATTR_PATH_CALL(path, follow, follow ? REAL(listxattr)(kp.p, list, size) : REAL(llistxattr)(kp.p, list, size),
+	XATTR_PATH_CALL(path, follow, 0, follow ? REAL(listxattr)(kp.p, list, size) : REAL(llistxattr)(kp.p, list, size),
 			kura_listxattrat(fs, kp.kdirfd, kp.p, list, size, flags_));
 }
 KP_EXPORT ssize_t listxattr(const char *path, char *list, size_t size)
@@ -111,7 +113,7 @@ static int remove_at(const char *path, const char *name, int follow)
 	int r = name_ok(name);
 	if (r)
 		return (int)kp_ret(r);
-	XATTR_PATH_CALL(path, follow, follow ? REAL(removexattr)(kp.p, name) : REAL(lremovexattr)(kp.p, name),
+	XATTR_PATH_CALL(path, follow, IN_ATTRIB, follow ? REAL(removexattr)(kp.p, name) : REAL(lremovexattr)(kp.p, name),
 			kura_removexattrat(fs, kp.kdirfd, kp.p, name, flags_));
 }
 KP_EXPORT int removexattr(const char *path, const char *name)
@@ -128,5 +130,5 @@ KP_EXPORT int fremovexattr(int fd, const char *name)
 	if (!e)
 		return REAL(fremovexattr)(fd, name);
 	int r = name_ok(name);
-	return (int)kp_ret(r ? r : kura_removexattrat(FS_OF(e), e->kfd, "", name, AT_EMPTY_PATH));
+	return (int)kp_ret(r ? r : kp_noted(e, kura_removexattrat(FS_OF(e), e->kfd, "", name, AT_EMPTY_PATH), 0, IN_ATTRIB));
 }
