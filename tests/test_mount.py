@@ -1,0 +1,299 @@
+"""`kura mount`: a pool through FUSE, for programs the preload library
+cannot serve (a static busybox, a Go program, another user), beside `kura
+run` processes of the same pool, each seeing the other's changes at once.
+
+Needs /dev/fuse, fusermount3 and a kura built with libfuse3; the tests of
+other users need root (CI runs as root).  Pools live in /dev/shm.
+"""
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from cli_common import scratch  # noqa: F401 (fixture)
+from cli_common import KURA_BIN, IS_ROOT, run, ok, err_text, out_text
+
+if not os.path.exists("/dev/fuse"):
+    pytest.skip("no /dev/fuse: FUSE is not available here", allow_module_level=True)
+if not shutil.which("fusermount3"):
+    pytest.skip("no fusermount3 (Debian package fuse3)", allow_module_level=True)
+if "built without FUSE" in err_text(run("mount", "x", "y")):
+    pytest.skip("this kura was built without libfuse3 (Debian package libfuse3-dev)", allow_module_level=True)
+
+PREFIX = "/kura-mnt-test"
+BUSYBOX = shutil.which("busybox") or "/bin/busybox"
+FSX = shutil.which("fsx") or os.path.expanduser("~/.cargo/bin/fsx")
+FSX_OPS = int(os.environ.get("KURA_FSX_OPS", "10000"))
+USER = "kuratest"
+
+
+def mounted_dirs():
+    with open("/proc/self/mountinfo") as f:
+        return [line.split()[4] for line in f]
+
+
+@pytest.fixture
+def mnt(scratch):
+    """A pool mounted with allow_other; unmounted and checked after."""
+    os.chmod(scratch, 0o755)  # other users must reach the mount point
+    pool = scratch / "m.pool"
+    ok("mkfs", pool, "--size", "256M")
+    d = scratch / "mnt"
+    d.mkdir()
+    ok("mount", pool, d, "-o", "allow_other")
+    assert str(d) in mounted_dirs()
+    try:
+        yield pool, d
+    finally:
+        if str(d) in mounted_dirs():
+            ok("umount", d)
+        assert str(d) not in mounted_dirs()
+        r = ok("fsck", pool)
+        assert "clean" in out_text(r)
+
+
+def krun(pool, script, check=0):
+    """sh -c script under kura run, the pool at PREFIX."""
+    return run("run", "--pool", pool, "--mount", PREFIX, "--", "sh", "-c", script, check=check)
+
+
+def bb(*args, check=True, **kw):
+    r = subprocess.run([BUSYBOX, *map(str, args)], capture_output=True, timeout=60, **kw)
+    if check:
+        assert r.returncode == 0, f"busybox {args}: {r.returncode} {r.stderr.decode(errors='replace')}"
+    return r
+
+
+def test_busybox_static_and_kura_run_see_each_other(mnt):
+    pool, d = mnt
+    if not os.path.exists(BUSYBOX):
+        pytest.skip("no busybox (Debian package busybox-static)")
+    if b"statically linked" not in subprocess.run(["file", "-L", BUSYBOX], capture_output=True).stdout \
+            and shutil.which("file"):
+        pytest.skip(f"{BUSYBOX} is not static (Debian package busybox-static)")
+    bb("sh", "-c", f"cd {d} && mkdir dir && echo one > dir/f && mv dir/f dir/g && echo two > dir/h")
+    assert bb("ls", d / "dir").stdout.split() == [b"g", b"h"]
+    r = krun(pool, f"cat {PREFIX}/dir/g {PREFIX}/dir/h; ls {PREFIX}/dir")
+    assert out_text(r).split() == ["one", "two", "g", "h"]
+    # The other way: kura run changes, busybox sees them at once.
+    krun(pool, f"echo three > {PREFIX}/dir/k && mv {PREFIX}/dir/g {PREFIX}/dir/g2 && rm {PREFIX}/dir/h")
+    assert bb("ls", d / "dir").stdout.split() == [b"g2", b"k"]
+    assert bb("cat", d / "dir/k").stdout == b"three\n"
+    assert not (d / "dir/h").exists()
+    # An open file through the mount shows what kura run appends to it
+    # (no page cache: direct_io).
+    with open(d / "dir/k", "rb") as f:
+        assert f.read() == b"three\n"
+        krun(pool, f"echo four >> {PREFIX}/dir/k")
+        f.seek(0)
+        assert f.read() == b"three\nfour\n"
+    # stat through both agrees (same inode numbers, sizes, modes).
+    st = os.stat(d / "dir/k")
+    r = krun(pool, f"stat -c '%i %s %a' {PREFIX}/dir/k")
+    assert out_text(r).split() == [str(st.st_ino), str(st.st_size), "644"]
+    bb("rm", "-r", d / "dir")
+    r = krun(pool, f"ls -A {PREFIX}")
+    assert out_text(r).split() == []
+
+
+GO_PROGRAM = r"""package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+func main() {
+	dir := os.Args[1]
+	switch os.Args[2] {
+	case "write":
+		check(os.MkdirAll(filepath.Join(dir, "go"), 0755))
+		check(os.WriteFile(filepath.Join(dir, "go", "a"), []byte("from go\n"), 0644))
+		check(os.Rename(filepath.Join(dir, "go", "a"), filepath.Join(dir, "go", "b")))
+	case "read":
+		ents, err := os.ReadDir(filepath.Join(dir, "go"))
+		check(err)
+		names := []string{}
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			b, err := os.ReadFile(filepath.Join(dir, "go", n))
+			check(err)
+			fmt.Printf("%s=%s", n, b)
+		}
+	case "clean":
+		check(os.RemoveAll(filepath.Join(dir, "go")))
+	}
+}
+"""
+
+
+def test_go_program_and_kura_run(mnt, tmp_path):
+    pool, d = mnt
+    go = shutil.which("go") or next((p for p in ("/usr/lib/go/bin/go", "/usr/local/go/bin/go")
+                                     if os.access(p, os.X_OK)), None)
+    if not go:
+        pytest.skip("no Go toolchain (Debian package golang-go)")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "main.go").write_text(GO_PROGRAM)
+    (src / "go.mod").write_text("module kuratest\n\ngo 1.18\n")
+    env = dict(os.environ, GOCACHE=str(tmp_path / "cache"), GOPATH=str(tmp_path / "gopath"),
+               GOFLAGS="-mod=mod", GOPROXY="off", CGO_ENABLED="0", GOTOOLCHAIN="local")
+    r = subprocess.run([go, "build", "-o", str(tmp_path / "prog"), "."], cwd=src, env=env,
+                       capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    prog = str(tmp_path / "prog")
+    subprocess.run([prog, d, "write"], check=True, timeout=60)
+    assert out_text(krun(pool, f"cat {PREFIX}/go/b")) == "from go\n"
+    krun(pool, f"echo from run > {PREFIX}/go/c")
+    r = subprocess.run([prog, d, "read"], capture_output=True, check=True, timeout=60)
+    assert r.stdout == b"b=from go\nc=from run\n"
+    subprocess.run([prog, d, "clean"], check=True, timeout=60)
+    r = krun(pool, f"test -e {PREFIX}/go", check=None)
+    assert r.returncode == 1
+
+
+def ensure_user():
+    if subprocess.run(["id", USER], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", USER], check=True)
+
+
+def as_user(*cmd):
+    return subprocess.run(["setpriv", f"--reuid={USER}", f"--regid={USER}", "--init-groups", *map(str, cmd)],
+                          capture_output=True, timeout=60)
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="switching users needs root")
+def test_second_user_refused_as_on_ext4(mnt):
+    pool, d = mnt
+    if not shutil.which("setpriv"):
+        pytest.skip("no setpriv (util-linux)")
+    ensure_user()
+    (d / "secret").write_text("root only\n")
+    os.chmod(d / "secret", 0o600)
+    (d / "open").write_text("anyone\n")
+    os.chmod(d / "open", 0o644)
+    r = as_user("cat", d / "secret")
+    assert r.returncode != 0 and b"Permission denied" in r.stderr
+    r = as_user("cat", d / "open")
+    assert r.returncode == 0 and r.stdout == b"anyone\n"
+    r = as_user("touch", d / "new")  # the root directory is root's, 0755
+    assert r.returncode != 0 and b"Permission denied" in r.stderr
+    # The user's own directory: files made there are the user's.
+    os.mkdir(d / "home", 0o755)
+    uid = int(subprocess.run(["id", "-u", USER], capture_output=True, check=True).stdout)
+    os.chown(d / "home", uid, -1)
+    r = as_user("sh", "-c", f"echo mine > {d}/home/f && stat -c '%U %a' {d}/home/f")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == [USER.encode(), b"644"]
+    # The same answer under kura run, as that user.
+    r = as_user(KURA_BIN, "run", "--pool", pool, "--mount", PREFIX, "--", "cat", f"{PREFIX}/secret")
+    if b"Permission denied" not in r.stderr and r.returncode == 0:
+        pytest.fail("kura run let the second user read root's 0600 file")
+
+
+# Shared maps are refused through the mount (direct_io: ENODEV), so fsx
+# runs every other operation it has.
+FSX_CONF = """[weights]
+close_open = 1
+mapread = 0
+mapwrite = 0
+read = 10
+write = 10
+truncate = 5
+fsync = 1
+fdatasync = 1
+posix_fallocate = 2
+punch_hole = 2
+sendfile = 2
+copy_file_range = 2
+"""
+
+
+def test_fsx_through_mount(mnt, tmp_path):
+    pool, d = mnt
+    if not os.access(FSX, os.X_OK):
+        pytest.skip("no fsx (cargo install fsx)")
+    (tmp_path / "fsx.toml").write_text(FSX_CONF)
+    t = time.monotonic()
+    r = subprocess.run([FSX, "-N", str(FSX_OPS), "-S", "7", "-f", str(tmp_path / "fsx.toml"), "-P", str(tmp_path),
+                        str(d / "fsx.file")], capture_output=True, timeout=600)
+    print(f"fsx: {FSX_OPS} operations in {time.monotonic() - t:.1f} s")
+    assert r.returncode == 0, (r.stdout + r.stderr).decode(errors="replace")[-3000:]
+
+
+def test_foreground_sigterm_unmounts_cleanly(scratch):
+    pool = scratch / "f.pool"
+    ok("mkfs", pool, "--size", "64M")
+    d = scratch / "mnt"
+    d.mkdir()
+    p = subprocess.Popen([KURA_BIN, "mount", "-f", str(pool), str(d)], stderr=subprocess.PIPE)
+    try:
+        for _ in range(200):
+            if str(d) in mounted_dirs():
+                break
+            assert p.poll() is None, p.stderr.read().decode(errors="replace")
+            time.sleep(0.05)
+        (d / "x").write_text("kept\n")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=30) == 0
+    assert str(d) not in mounted_dirs()
+    assert out_text(ok("cat", f"{pool}:/x")) == "kept\n"
+    ok("fsck", pool)
+
+
+def test_read_only_mount(scratch):
+    pool = scratch / "r.pool"
+    ok("mkfs", pool, "--size", "64M")
+    d = scratch / "mnt"
+    d.mkdir()
+    ok("mount", pool, d, "-o", "ro")
+    try:
+        assert sorted(os.listdir(d)) == []
+        with pytest.raises(OSError) as e:
+            (d / "x").write_text("no")
+        assert e.value.errno == 30  # EROFS
+    finally:
+        ok("umount", d)
+    ok("fsck", pool)
+
+
+def test_errors_name_pool_dir_and_cause(scratch):
+    pool = scratch / "e.pool"
+    ok("mkfs", pool, "--size", "64M")
+    d = scratch / "mnt"
+    d.mkdir()
+    r = run("mount", pool, scratch / "missing")
+    assert r.returncode == 1
+    assert str(pool) in err_text(r) and "missing" in err_text(r) and "no such directory" in err_text(r)
+    junk = scratch / "junk"
+    junk.write_bytes(b"not a pool" * 1000000)
+    r = run("mount", junk, d)
+    assert r.returncode == 1 and "junk" in err_text(r) and str(d) in err_text(r)
+    assert str(d) not in mounted_dirs()
+    r = run("mount", pool, pool)
+    assert r.returncode == 1 and "not a directory" in err_text(r)
+    r = run("mount", pool, d, "-o", "no_such_option")
+    assert r.returncode == 1 and "no_such_option" in err_text(r) and str(d) not in mounted_dirs()
+    r = run("umount", d)
+    assert r.returncode == 1 and "not a kura mount" in err_text(r)
+    r = run("mount", pool)
+    assert r.returncode == 2
+    ok("fsck", pool)

@@ -1,0 +1,706 @@
+/*
+ * fuse_ops.c — the FUSE low-level operations of `kura mount`: the kernel's
+ * requests served through the engine API (include/kura.h).
+ *
+ * Node ids.  A FUSE node id is the engine's inode number (the pool's root
+ * is FUSE_ROOT_ID: no inode sits at number 1, the superblock's offset), so
+ * the inode numbers a program sees through the mount are the ones `kura
+ * run` shows.  The engine's API takes paths, so each node the kernel holds
+ * remembers the (parent node, name) it was last looked up by, and a
+ * request's path is built by walking up those; a rename through the mount
+ * moves one record, and its subtree follows.  What other processes of the
+ * pool (kura run) rename is learnt at the kernel's next lookup, which
+ * comes at once: entries are never cached (timeouts 0, below).  A node's
+ * path is checked to still name its inode before it is used (-ESTALE
+ * otherwise), so an operation never lands on another file that took the
+ * old name meanwhile.  Open files and directories are served through the
+ * engine's descriptors, which follow their inode whatever is renamed.
+ *
+ * Credentials.  Each request runs with the caller's fsuid, fsgid,
+ * supplementary groups and umask as the engine's thread credentials, so
+ * the engine's permission checks (modes, ACLs, sticky directories) refuse
+ * a second user exactly what the kernel would on ext4.  The caller's
+ * capabilities are not in the request: uid 0 gets the file-system ones
+ * (KURA_CAPS_FS), anyone else none.
+ *
+ * Coherence.  Other processes change the pool behind the kernel's back,
+ * so the kernel keeps nothing it could serve stale: entry and attribute
+ * timeouts are 0 (every path walk asks again), files are opened with
+ * direct_io (every read and write comes here, no page cache) and no
+ * writeback cache is asked for.
+ */
+#define _GNU_SOURCE
+#define FUSE_USE_VERSION 312
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h> /* RENAME_* */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <fuse_lowlevel.h>
+
+#include "fuse_ops.h"
+
+static kura_fs *kfs;
+static int dont_mask;
+
+/* The path of node id, checked to still name that inode now (another
+ * process may have renamed it, or put something else at its old name). */
+static int resolve(fuse_ino_t id, char **out)
+{
+	int err = node_path(id, NULL, out);
+	if (err || id == FUSE_ROOT_ID)
+		return err;
+	struct stat st;
+	err = kura_lstat(kfs, *out, &st);
+	if (!err && st.st_ino != to_ino(id))
+		err = -ESTALE;
+	if (err) {
+		free(*out);
+		*out = NULL;
+	}
+	return err;
+}
+
+/* The path of name in directory node parent. */
+static int child_path(fuse_ino_t parent, const char *name, char **out)
+{
+	char *dir;
+	int err = resolve(parent, &dir);
+	if (err)
+		return err;
+	free(dir);
+	return node_path(parent, name, out);
+}
+
+/* ---- credentials ---- */
+
+struct caller {
+	struct kura_creds c;
+	gid_t few[32];
+	gid_t *groups;
+};
+
+static void enter(fuse_req_t req, struct caller *k)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	k->c = (struct kura_creds){ .uid = ctx->uid, .fsuid = ctx->uid, .gid = ctx->gid, .fsgid = ctx->gid };
+	/* Without FUSE_CAP_DONT_MASK the kernel applied the umask already. */
+	k->c.umask = dont_mask ? ctx->umask : 0;
+	k->groups = k->few;
+	if (ctx->uid == 0) {
+		k->c.caps = k->c.caps_permitted = KURA_CAPS_FS;
+	} else {
+		/* fuse_req_getgroups reads /proc/PID/task/TID/status: gone
+		 * with the caller, which then gets no supplementary groups. */
+		int n = fuse_req_getgroups(req, 32, k->few);
+		if (n > 32 && (k->groups = malloc(n * sizeof(gid_t))))
+			n = fuse_req_getgroups(req, n, k->groups);
+		if (!k->groups) {
+			k->groups = k->few;
+			n = 32;
+		}
+		k->c.ngroups = n > 0 ? (size_t)n : 0;
+		k->c.groups = k->groups;
+	}
+	kura_set_thread_creds(&k->c);
+}
+
+static void leave(struct caller *k)
+{
+	kura_set_thread_creds(NULL);
+	if (k->groups != k->few)
+		free(k->groups);
+}
+
+/* Every handler is one of these brackets; err < 0 is answered here. */
+#define BEGIN(req)              \
+	struct caller caller_;  \
+	enter(req, &caller_);   \
+	int err = 0;            \
+	char *path = NULL, *path2 = NULL
+#define END(req)                                \
+	do {                                    \
+		leave(&caller_);                \
+		free(path);                     \
+		free(path2);                    \
+		if (err < 0)                    \
+			fuse_reply_err(req, -err); \
+	} while (0)
+
+/* ---- open files ---- */
+
+struct handle {
+	int fd;
+	kura_dir *dir;
+};
+
+static struct handle *handle_of(struct fuse_file_info *fi)
+{
+	return fi ? (struct handle *)(uintptr_t)fi->fh : NULL;
+}
+
+/* ---- replies ---- */
+
+static void fill_entry(struct fuse_entry_param *e, const struct stat *st)
+{
+	memset(e, 0, sizeof *e);
+	e->ino = to_node(st->st_ino);
+	e->attr = *st;
+	e->attr_timeout = 0;
+	e->entry_timeout = 0;
+}
+
+/* Answers a lookup-like request with what path names now, the kernel
+ * taking a reference to it as name in parent.  0, or -errno unanswered. */
+static int reply_entry(fuse_req_t req, fuse_ino_t parent, const char *name, const char *path)
+{
+	struct stat st;
+	int err = kura_lstat(kfs, path, &st);
+	if (err)
+		return err;
+	struct fuse_entry_param e;
+	fill_entry(&e, &st);
+	if ((err = node_ref(e.ino, parent, name, 1)))
+		return err;
+	if (fuse_reply_entry(req, &e))
+		node_unref(e.ino, 1); /* the kernel never took it (interrupted) */
+	return 0;
+}
+
+/* ---- operations ---- */
+
+static void op_init(void *data, struct fuse_conn_info *conn)
+{
+	(void)data;
+	/* The engine applies the umask itself, and only where no default
+	 * ACL of the directory replaces it. */
+	if (conn->capable & FUSE_CAP_DONT_MASK) {
+		conn->want |= FUSE_CAP_DONT_MASK;
+		dont_mask = 1;
+	}
+	/* O_TRUNC goes to open, checked there with the opener's access,
+	 * instead of a separate truncation before it. */
+	if (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC)
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	/* See the head comment: the kernel keeps no file data. */
+	conn->want &= ~(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_AUTO_INVAL_DATA);
+	/* Locks are the kernel's own (kura.h has none to map them to). */
+	conn->want &= ~(FUSE_CAP_POSIX_LOCKS | FUSE_CAP_FLOCK_LOCKS);
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	BEGIN(req);
+	if (!(err = child_path(parent, name, &path)))
+		err = reply_entry(req, parent, name, path);
+	END(req);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	node_unref(ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	for (size_t i = 0; i < count; i++)
+		node_unref(forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	BEGIN(req);
+	struct stat st;
+	struct handle *h = handle_of(fi);
+	if (h)
+		err = kura_fstat(kfs, h->fd, &st);
+	else if (!(err = resolve(ino, &path)))
+		err = kura_lstat(kfs, path, &st);
+	if (!err)
+		fuse_reply_attr(req, &st, 0);
+	END(req);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set, struct fuse_file_info *fi)
+{
+	BEGIN(req);
+	struct handle *h = handle_of(fi);
+	/* An open file is changed through its descriptor: it may have no
+	 * name any more. */
+	if (!h && (err = resolve(ino, &path)))
+		goto out;
+	if (to_set & FUSE_SET_ATTR_MODE)
+		err = h ? kura_fchmod(kfs, h->fd, attr->st_mode) : kura_chmod(kfs, path, attr->st_mode);
+	if (!err && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
+		uid_t uid = to_set & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
+		gid_t gid = to_set & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
+		err = h ? kura_fchown(kfs, h->fd, uid, gid) : kura_chown(kfs, path, uid, gid, 1);
+	}
+	if (!err && (to_set & FUSE_SET_ATTR_SIZE))
+		err = h ? kura_ftruncate(kfs, h->fd, attr->st_size) : kura_truncate(kfs, path, attr->st_size);
+	if (!err && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
+		struct timespec t[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT } };
+		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+			t[0].tv_nsec = UTIME_NOW;
+		else if (to_set & FUSE_SET_ATTR_ATIME)
+			t[0] = attr->st_atim;
+		if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+			t[1].tv_nsec = UTIME_NOW;
+		else if (to_set & FUSE_SET_ATTR_MTIME)
+			t[1] = attr->st_mtim;
+		err = h ? kura_futimens(kfs, h->fd, t) : kura_utimens(kfs, path, t, 1);
+	}
+	struct stat st;
+	if (!err)
+		err = h ? kura_fstat(kfs, h->fd, &st) : kura_lstat(kfs, path, &st);
+	if (!err)
+		fuse_reply_attr(req, &st, 0);
+out:
+	END(req);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	BEGIN(req);
+	char target[4096 + 1]; /* the engine's longest target, and its NUL */
+	if (!(err = resolve(ino, &path))) {
+		ssize_t n = kura_readlink(kfs, path, target, sizeof target - 1);
+		if (n < 0) {
+			err = (int)n;
+		} else {
+			target[n] = '\0';
+			fuse_reply_readlink(req, target);
+		}
+	}
+	END(req);
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	BEGIN(req);
+	if (!(err = child_path(parent, name, &path)) && !(err = kura_mknodat(kfs, KURA_AT_ROOT, path, mode, rdev)))
+		err = reply_entry(req, parent, name, path);
+	END(req);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	BEGIN(req);
+	if (!(err = child_path(parent, name, &path)) && !(err = kura_mkdir(kfs, path, mode)))
+		err = reply_entry(req, parent, name, path);
+	END(req);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	BEGIN(req);
+	if (!(err = child_path(parent, name, &path)) && !(err = kura_unlink(kfs, path)))
+		fuse_reply_err(req, 0);
+	END(req);
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	BEGIN(req);
+	if (!(err = child_path(parent, name, &path)) && !(err = kura_rmdir(kfs, path)))
+		fuse_reply_err(req, 0);
+	END(req);
+}
+
+static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
+{
+	BEGIN(req);
+	if (!(err = child_path(parent, name, &path)) && !(err = kura_symlink(kfs, target, path)))
+		err = reply_entry(req, parent, name, path);
+	END(req);
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	BEGIN(req);
+	struct stat from, to = { 0 };
+	if ((err = child_path(parent, name, &path)) || (err = child_path(newparent, newname, &path2)) ||
+	    (err = kura_lstat(kfs, path, &from)))
+		goto out;
+	if ((flags & RENAME_EXCHANGE) && (err = kura_lstat(kfs, path2, &to)))
+		goto out;
+	if ((err = kura_rename(kfs, path, path2, flags)))
+		goto out;
+	node_move(to_node(from.st_ino), newparent, newname);
+	if (flags & RENAME_EXCHANGE)
+		node_move(to_node(to.st_ino), parent, name);
+	fuse_reply_err(req, 0);
+out:
+	END(req);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	BEGIN(req);
+	if (!(err = resolve(ino, &path)) && !(err = child_path(newparent, newname, &path2)) &&
+	    !(err = kura_linkat(kfs, KURA_AT_ROOT, path, KURA_AT_ROOT, path2, 0)))
+		err = reply_entry(req, newparent, newname, path2);
+	END(req);
+}
+
+/* The open flags the engine takes; the kernel has dealt with the rest
+ * (O_CREAT and O_EXCL come to create, O_CLOEXEC and O_NOCTTY are its). */
+#define OPEN_FLAGS (O_ACCMODE | O_APPEND | O_TRUNC | O_NOATIME | O_SYNC | O_DSYNC | O_DIRECT)
+
+static int new_handle(struct fuse_file_info *fi, int fd, kura_dir *dir)
+{
+	struct handle *h = malloc(sizeof *h);
+	if (!h)
+		return -ENOMEM;
+	h->fd = fd;
+	h->dir = dir;
+	fi->fh = (uintptr_t)h;
+	/* See the head comment: no page cache, so other processes' writes
+	 * show at once.  Shared writable maps are refused (ENODEV). */
+	fi->direct_io = 1;
+	fi->keep_cache = 0;
+	return 0;
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	BEGIN(req);
+	if ((err = resolve(ino, &path)))
+		goto out;
+	int fd = kura_open(kfs, path, (fi->flags & OPEN_FLAGS) | O_NOFOLLOW, 0);
+	if (fd < 0) {
+		err = fd;
+		goto out;
+	}
+	if ((err = new_handle(fi, fd, NULL)) < 0) {
+		kura_close(kfs, fd);
+		goto out;
+	}
+	if (fuse_reply_open(req, fi))
+		kura_close(kfs, fd), free(handle_of(fi));
+out:
+	END(req);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, struct fuse_file_info *fi)
+{
+	BEGIN(req);
+	struct stat st;
+	struct fuse_entry_param e;
+	if ((err = child_path(parent, name, &path)))
+		goto out;
+	int fd = kura_open(kfs, path, (fi->flags & (OPEN_FLAGS | O_EXCL)) | O_CREAT, mode);
+	if (fd < 0) {
+		err = fd;
+		goto out;
+	}
+	if ((err = kura_fstat(kfs, fd, &st)) || (err = new_handle(fi, fd, NULL))) {
+		kura_close(kfs, fd);
+		goto out;
+	}
+	fill_entry(&e, &st);
+	if ((err = node_ref(e.ino, parent, name, 1))) {
+		kura_close(kfs, fd);
+		free(handle_of(fi));
+		goto out;
+	}
+	if (fuse_reply_create(req, &e, fi)) {
+		node_unref(e.ino, 1);
+		kura_close(kfs, fd);
+		free(handle_of(fi));
+	}
+out:
+	END(req);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	(void)ino;
+	BEGIN(req);
+	char *buf = malloc(size ? size : 1);
+	ssize_t n = buf ? kura_pread(kfs, handle_of(fi)->fd, buf, size, off) : -ENOMEM;
+	if (n < 0)
+		err = (int)n;
+	else
+		fuse_reply_buf(req, buf, n);
+	free(buf);
+	END(req);
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	(void)ino;
+	BEGIN(req);
+	ssize_t n = kura_pwrite(kfs, handle_of(fi)->fd, buf, size, off);
+	if (n < 0)
+		err = (int)n;
+	else
+		fuse_reply_write(req, n);
+	END(req);
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino, (void)fi;
+	/* Every write is in the pool when it returns: nothing to push. */
+	fuse_reply_err(req, 0);
+}
+
+/* release and releasedir */
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	struct handle *h = handle_of(fi);
+	if (h->dir)
+		kura_closedir(h->dir); /* and its descriptor */
+	else
+		kura_close(kfs, h->fd);
+	free(h);
+	fuse_reply_err(req, 0);
+}
+
+/* fsync and fsyncdir */
+static void op_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	(void)ino, (void)datasync;
+	BEGIN(req);
+	if (!(err = kura_fsync(kfs, handle_of(fi)->fd)))
+		fuse_reply_err(req, 0);
+	END(req);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	BEGIN(req);
+	if ((err = resolve(ino, &path)))
+		goto out;
+	kura_dir *d = kura_opendir(kfs, path, &err);
+	if (!d)
+		goto out;
+	if ((err = new_handle(fi, kura_dirfd(d), d)) < 0) {
+		kura_closedir(d);
+		goto out;
+	}
+	fi->cache_readdir = 0;
+	if (fuse_reply_open(req, fi))
+		kura_closedir(d), free(handle_of(fi));
+out:
+	END(req);
+}
+
+/* readdir and readdirplus: entries from offset off (an engine cookie, 0
+ * the start) as many as fit in size bytes. */
+static void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi, int plus)
+{
+	BEGIN(req);
+	kura_dir *d = handle_of(fi)->dir;
+	char *buf = malloc(size);
+	size_t used = 0;
+	if (!buf) {
+		err = -ENOMEM;
+		goto out;
+	}
+	kura_seekdir(d, off);
+	for (;;) {
+		long before = kura_telldir(d);
+		struct kura_dirent ent;
+		int rc = kura_readdir(d, &ent);
+		if (rc < 0 && used == 0)
+			err = rc;
+		if (rc <= 0)
+			break;
+		int dots = strcmp(ent.name, ".") == 0 || strcmp(ent.name, "..") == 0;
+		struct fuse_entry_param e = { 0 };
+		e.attr.st_ino = ent.ino;
+		e.attr.st_mode = DTTOIF(ent.type);
+		size_t need;
+		if (plus && !dots) {
+			/* By the directory's own descriptor: its path may have
+			 * changed since it was opened. */
+			struct stat st;
+			if (kura_fstatat(kfs, handle_of(fi)->fd, ent.name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+				continue; /* gone since the entry was read */
+			fill_entry(&e, &st);
+		}
+		if (plus)
+			need = fuse_add_direntry_plus(req, buf + used, size - used, ent.name, &e, ent.next_cookie);
+		else
+			need = fuse_add_direntry(req, buf + used, size - used, ent.name, &e.attr, ent.next_cookie);
+		if (need > size - used) {
+			kura_seekdir(d, before);
+			break;
+		}
+		used += need;
+		/* A readdirplus entry is a lookup the kernel counts (but not
+		 * for "." and ".."). */
+		if (plus && !dots && node_ref(e.ino, ino, ent.name, 1) < 0) {
+			used -= need; /* cannot count it: leave it to a lookup */
+			kura_seekdir(d, before);
+			break;
+		}
+	}
+	if (!err)
+		fuse_reply_buf(req, buf, used);
+out:
+	free(buf);
+	END(req);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	read_dir(req, ino, size, off, fi, 0);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	read_dir(req, ino, size, off, fi, 1);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	(void)ino;
+	BEGIN(req);
+	struct statvfs sv;
+	if (!(err = kura_statvfs(kfs, &sv)))
+		fuse_reply_statfs(req, &sv);
+	END(req);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size, int flags)
+{
+	BEGIN(req);
+	if (!(err = resolve(ino, &path)) &&
+	    !(err = kura_setxattrat(kfs, KURA_AT_ROOT, path, name, value, size, flags, AT_SYMLINK_NOFOLLOW)))
+		fuse_reply_err(req, 0);
+	END(req);
+}
+
+/* getxattr (name) and listxattr (name NULL); size 0 asks how much. */
+static void get_or_list(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	BEGIN(req);
+	char *buf = size ? malloc(size) : NULL;
+	if (size && !buf)
+		err = -ENOMEM;
+	else if (!(err = resolve(ino, &path))) {
+		ssize_t n = name ? kura_getxattrat(kfs, KURA_AT_ROOT, path, name, buf, size, AT_SYMLINK_NOFOLLOW)
+				 : kura_listxattrat(kfs, KURA_AT_ROOT, path, buf, size, AT_SYMLINK_NOFOLLOW);
+		if (n < 0)
+			err = (int)n;
+		else if (size == 0)
+			fuse_reply_xattr(req, n);
+		else
+			fuse_reply_buf(req, buf, n);
+	}
+	free(buf);
+	END(req);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	get_or_list(req, ino, name, size);
+}
+
+static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	get_or_list(req, ino, NULL, size);
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	BEGIN(req);
+	if (!(err = resolve(ino, &path)) &&
+	    !(err = kura_removexattrat(kfs, KURA_AT_ROOT, path, name, AT_SYMLINK_NOFOLLOW)))
+		fuse_reply_err(req, 0);
+	END(req);
+}
+
+static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	BEGIN(req);
+	if (!(err = resolve(ino, &path)) && !(err = kura_access(kfs, path, mask)))
+		fuse_reply_err(req, 0);
+	END(req);
+}
+
+static void op_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len, struct fuse_file_info *fi)
+{
+	(void)ino;
+	BEGIN(req);
+	if (!(err = kura_fallocate(kfs, handle_of(fi)->fd, mode, off, len)))
+		fuse_reply_err(req, 0);
+	END(req);
+}
+
+static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, struct fuse_file_info *fi)
+{
+	(void)ino;
+	BEGIN(req);
+	/* Only SEEK_DATA and SEEK_HOLE come here; the offset of the
+	 * engine's descriptor is never used for I/O (pread/pwrite). */
+	off_t pos = kura_lseek(kfs, handle_of(fi)->fd, off, whence);
+	if (pos < 0)
+		err = (int)pos;
+	else
+		fuse_reply_lseek(req, pos);
+	END(req);
+}
+
+static const struct fuse_lowlevel_ops ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.readlink = op_readlink,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.symlink = op_symlink,
+	.rename = op_rename,
+	.link = op_link,
+	.open = op_open,
+	.create = op_create,
+	.read = op_read,
+	.write = op_write,
+	.flush = op_flush,
+	.release = op_release,
+	.fsync = op_fsync,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_release,
+	.fsyncdir = op_fsync,
+	.statfs = op_statfs,
+	.setxattr = op_setxattr,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.removexattr = op_removexattr,
+	.access = op_access,
+	.fallocate = op_fallocate,
+	.lseek = op_lseek,
+};
+
+int kura_fuse_prepare(kura_fs *fs, const struct fuse_lowlevel_ops **out, size_t *size)
+{
+	struct stat st;
+	int err = kura_lstat(fs, "/", &st);
+	if (err)
+		return err;
+	kfs = fs;
+	nodes_init(st.st_ino);
+	*out = &ops;
+	*size = sizeof ops;
+	return 0;
+}
