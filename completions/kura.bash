@@ -9,7 +9,7 @@ _kura()
 		words=("${COMP_WORDS[@]}")
 		cword=$COMP_CWORD
 	}
-	local commands="mkfs fsck gc upgrade info ls stat cat import export run --version --help"
+	local commands="mkfs fsck gc upgrade info ls stat cat import export run mount umount --version --help"
 	if [ "$cword" -eq 1 ]; then
 		COMPREPLY=($(compgen -W "$commands" -- "$cur"))
 		return
@@ -23,12 +23,14 @@ _kura()
 		ls) opts="-l -a --help" ;;
 		stat) opts="-L --help" ;;
 		run) opts="--pool --mount --help" ;;
+		mount) opts="-o -f --help" ;;
 		esac
 		COMPREPLY=($(compgen -W "$opts" -- "$cur"))
 		return
 	fi
 	case $prev in
 	--size | --mode | --mount) return ;;
+	-o) [ "$cmd" = mount ] && COMPREPLY=($(compgen -W "ro allow_other default_permissions" -- "$cur")); return ;;
 	--pool) COMPREPLY=($(compgen -f -- "$cur")); return ;;
 	esac
 	[ "$cmd" = run ] && [ "$cword" -gt 2 ] && { COMPREPLY=($(compgen -c -- "$cur")); return; }
@@ -47,6 +49,10 @@ _kura()
 		COMPREPLY=("${COMPREPLY[@]#"${cur%%:*}:"}")
 		return
 	fi
+	case $cmd in
+	mount) [ "$cword" -gt 2 ] && { COMPREPLY=($(compgen -d -- "$cur")); return; } ;;
+	umount) COMPREPLY=($(awk '$3 == "fuse.kura" { print $2 }' /proc/mounts 2>/dev/null | grep -- "^$cur")); return ;;
+	esac
 	COMPREPLY=($(compgen -f -- "$cur"))
 }
 complete -F _kura kura

@@ -4,7 +4,8 @@
 # developer with the tools from elsewhere is not blocked.
 set -euo pipefail
 
-wanted=(build-essential cmake python3 strace e2fsprogs sqlite3 git fio clang libclang-rt-14-dev rsync patch diffutils lmdb-utils rocksdb-tools acl tcl-dev)
+wanted=(build-essential cmake python3 strace e2fsprogs sqlite3 git fio clang libclang-rt-14-dev rsync patch diffutils lmdb-utils rocksdb-tools acl tcl-dev
+	fuse3 libfuse3-dev busybox-static golang-go)
 missing=()
 for p in "${wanted[@]}"; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -254,6 +254,7 @@ static int serve(const char *pool, const char *dir, const char *shown_dir, const
 	struct fuse_args args = FUSE_ARGS_INIT(3, args_v);
 	fuse_set_log_func(keep_fuse_message);
 	struct fuse_session *se = fuse_session_new(&args, ops, ops_size, NULL);
+	fuse_opt_free_args(&args); /* libfuse may have copied them to add its own */
 	if (!se) {
 		cli_msg("mount", "cannot mount %s on %s: %s", pool, shown_dir,
 			fuse_said[0] ? fuse_said : "bad mount options");
