@@ -184,6 +184,23 @@ def test_go_program_and_kura_run(mnt, tmp_path):
     assert r.returncode == 1
 
 
+def test_open_file_outlives_its_name(mnt):
+    """The kernel asks for an unlinked open file by its node alone."""
+    pool, d = mnt
+    with open(d / "u", "w+") as f:
+        os.unlink(d / "u")
+        assert os.fstat(f.fileno()).st_nlink == 0
+        f.write("data")
+        f.flush()
+        os.setxattr(f.fileno(), "user.k", b"v")
+        assert os.getxattr(f.fileno(), "user.k") == b"v"
+        os.fchmod(f.fileno(), 0o600)
+        assert os.fstat(f.fileno()).st_mode & 0o777 == 0o600
+        with open(f"/proc/self/fd/{f.fileno()}") as g:
+            assert g.read() == "data"
+    assert os.listdir(d) == []
+
+
 def test_concurrent_clients_both_ways(mnt):
     """Several programs through the mount (the server's threads serve them
     at once) and kura run processes, all changing one directory tree."""

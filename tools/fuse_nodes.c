@@ -20,6 +20,10 @@ struct node {
 	fuse_ino_t parent; /* 0 for the root */
 	char *name;
 	uint64_t nlookup;
+	/* The mount's open descriptors of it: the way to a node whose names
+	 * are gone (an unlinked file a program still has open). */
+	int *fds;
+	size_t nfds, capfds;
 	struct node *next;
 };
 
@@ -114,6 +118,7 @@ void node_unref(fuse_ino_t id, uint64_t count)
 		*p = n->next;
 		nodes.n--;
 		free(n->name);
+		free(n->fds);
 		free(n);
 	}
 	pthread_mutex_unlock(&nodes.mu);
@@ -179,4 +184,51 @@ int node_path(fuse_ino_t id, const char *name, char **out)
 void nodes_init(uint64_t root)
 {
 	root_ino = root;
+}
+
+int node_add_fd(uint64_t id, int fd)
+{
+	pthread_mutex_lock(&nodes.mu);
+	struct node **p = nodes.cap ? slot_of(id) : NULL;
+	struct node *n = p ? *p : NULL;
+	int err = n ? 0 : -ESTALE;
+	if (n && n->nfds == n->capfds) {
+		size_t cap = n->capfds ? 2 * n->capfds : 4;
+		int *fds = realloc(n->fds, cap * sizeof *fds);
+		if (fds) {
+			n->fds = fds;
+			n->capfds = cap;
+		} else {
+			err = -ENOMEM;
+		}
+	}
+	if (!err)
+		n->fds[n->nfds++] = fd;
+	pthread_mutex_unlock(&nodes.mu);
+	return err;
+}
+
+void node_del_fd(uint64_t id, int fd)
+{
+	pthread_mutex_lock(&nodes.mu);
+	struct node **p = nodes.cap ? slot_of(id) : NULL;
+	struct node *n = p ? *p : NULL;
+	for (size_t i = 0; n && i < n->nfds; i++) {
+		if (n->fds[i] == fd) {
+			n->fds[i] = n->fds[--n->nfds];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&nodes.mu);
+}
+
+int node_dup_fd(uint64_t id, kura_fs *fs)
+{
+	pthread_mutex_lock(&nodes.mu);
+	struct node **p = nodes.cap ? slot_of(id) : NULL;
+	/* Duplicated under the lock: a release may close the original as
+	 * soon as it is let go. */
+	int fd = p && *p && (*p)->nfds ? kura_dup(fs, (*p)->fds[0]) : -ENOENT;
+	pthread_mutex_unlock(&nodes.mu);
+	return fd;
 }

@@ -77,6 +77,34 @@ static int child_path(fuse_ino_t parent, const char *name, char **out)
 	return node_path(parent, name, out);
 }
 
+/* Where a call on node id goes, as the *at calls take it: its path, or
+ * when it has no name any more (unlinked, or renamed away by another
+ * process) a descriptor the mount holds open of it, duplicated into *fd
+ * for the caller to close; the kernel asks for an open file's attributes
+ * by its node alone (fstat), also after an unlink. */
+struct target {
+	int dirfd;
+	const char *path;
+	int flags;
+};
+
+static int reach(fuse_ino_t id, char **path, int *fd, struct target *t)
+{
+	int err = resolve(id, path);
+	if (!err) {
+		*t = (struct target){ KURA_AT_ROOT, *path, AT_SYMLINK_NOFOLLOW };
+		return 0;
+	}
+	if (err != -ENOENT && err != -ESTALE)
+		return err;
+	int d = node_dup_fd(id, kfs);
+	if (d < 0)
+		return err;
+	*fd = d;
+	*t = (struct target){ d, "", AT_EMPTY_PATH };
+	return 0;
+}
+
 /* ---- credentials ---- */
 
 struct caller {
@@ -121,13 +149,15 @@ static void leave(struct caller *k)
 #define BEGIN(req)              \
 	struct caller caller_;  \
 	enter(req, &caller_);   \
-	int err = 0;            \
+	int err = 0, tfd = -1;  \
 	char *path = NULL, *path2 = NULL
 #define END(req)                                \
 	do {                                    \
 		leave(&caller_);                \
 		free(path);                     \
 		free(path2);                    \
+		if (tfd >= 0)                   \
+			kura_close(kfs, tfd);   \
 		if (err < 0)                    \
 			fuse_reply_err(req, -err); \
 	} while (0)
@@ -135,6 +165,7 @@ static void leave(struct caller *k)
 /* ---- open files ---- */
 
 struct handle {
+	fuse_ino_t ino;
 	int fd;
 	kura_dir *dir;
 };
@@ -146,10 +177,14 @@ static struct handle *handle_of(struct fuse_file_info *fi)
 
 /* ---- replies ---- */
 
-static void fill_entry(struct fuse_entry_param *e, const struct stat *st)
+static void fill_entry(struct fuse_entry_param *e, const struct stat *st, uint32_t gen)
 {
 	memset(e, 0, sizeof *e);
 	e->ino = to_node(st->st_ino);
+	/* The kernel made the root with generation 0.  Other inode numbers
+	 * are reused after their file is gone; the generation tells the
+	 * kernel a cached inode of that number is another file now. */
+	e->generation = e->ino == FUSE_ROOT_ID ? 0 : gen;
 	e->attr = *st;
 	e->attr_timeout = 0;
 	e->entry_timeout = 0;
@@ -160,11 +195,12 @@ static void fill_entry(struct fuse_entry_param *e, const struct stat *st)
 static int reply_entry(fuse_req_t req, fuse_ino_t parent, const char *name, const char *path)
 {
 	struct stat st;
-	int err = kura_lstat(kfs, path, &st);
+	uint32_t gen;
+	int err = kura_fstatat_gen(kfs, KURA_AT_ROOT, path, &st, &gen, AT_SYMLINK_NOFOLLOW);
 	if (err)
 		return err;
 	struct fuse_entry_param e;
-	fill_entry(&e, &st);
+	fill_entry(&e, &st, gen);
 	if ((err = node_ref(e.ino, parent, name, 1)))
 		return err;
 	if (fuse_reply_entry(req, &e))
@@ -218,11 +254,12 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	BEGIN(req);
 	struct stat st;
+	struct target t;
 	struct handle *h = handle_of(fi);
 	if (h)
 		err = kura_fstat(kfs, h->fd, &st);
-	else if (!(err = resolve(ino, &path)))
-		err = kura_lstat(kfs, path, &st);
+	else if (!(err = reach(ino, &path, &tfd, &t)))
+		err = kura_fstatat(kfs, t.dirfd, t.path, &st, t.flags);
 	if (!err)
 		fuse_reply_attr(req, &st, 0);
 	END(req);
@@ -232,34 +269,36 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 {
 	BEGIN(req);
 	struct handle *h = handle_of(fi);
-	/* An open file is changed through its descriptor: it may have no
-	 * name any more. */
-	if (!h && (err = resolve(ino, &path)))
+	struct target t;
+	/* An open file is changed through a descriptor: it may have no name
+	 * any more. */
+	if (!h && (err = reach(ino, &path, &tfd, &t)))
 		goto out;
+	int fd = h ? h->fd : tfd;
 	if (to_set & FUSE_SET_ATTR_MODE)
-		err = h ? kura_fchmod(kfs, h->fd, attr->st_mode) : kura_chmod(kfs, path, attr->st_mode);
+		err = fd >= 0 ? kura_fchmod(kfs, fd, attr->st_mode) : kura_chmod(kfs, path, attr->st_mode);
 	if (!err && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
 		uid_t uid = to_set & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
 		gid_t gid = to_set & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
-		err = h ? kura_fchown(kfs, h->fd, uid, gid) : kura_chown(kfs, path, uid, gid, 1);
+		err = fd >= 0 ? kura_fchown(kfs, fd, uid, gid) : kura_chown(kfs, path, uid, gid, 1);
 	}
 	if (!err && (to_set & FUSE_SET_ATTR_SIZE))
-		err = h ? kura_ftruncate(kfs, h->fd, attr->st_size) : kura_truncate(kfs, path, attr->st_size);
+		err = fd >= 0 ? kura_ftruncate(kfs, fd, attr->st_size) : kura_truncate(kfs, path, attr->st_size);
 	if (!err && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
-		struct timespec t[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT } };
+		struct timespec times[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT } };
 		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
-			t[0].tv_nsec = UTIME_NOW;
+			times[0].tv_nsec = UTIME_NOW;
 		else if (to_set & FUSE_SET_ATTR_ATIME)
-			t[0] = attr->st_atim;
+			times[0] = attr->st_atim;
 		if (to_set & FUSE_SET_ATTR_MTIME_NOW)
-			t[1].tv_nsec = UTIME_NOW;
+			times[1].tv_nsec = UTIME_NOW;
 		else if (to_set & FUSE_SET_ATTR_MTIME)
-			t[1] = attr->st_mtim;
-		err = h ? kura_futimens(kfs, h->fd, t) : kura_utimens(kfs, path, t, 1);
+			times[1] = attr->st_mtim;
+		err = fd >= 0 ? kura_futimens(kfs, fd, times) : kura_utimens(kfs, path, times, 1);
 	}
 	struct stat st;
 	if (!err)
-		err = h ? kura_fstat(kfs, h->fd, &st) : kura_lstat(kfs, path, &st);
+		err = fd >= 0 ? kura_fstat(kfs, fd, &st) : kura_lstat(kfs, path, &st);
 	if (!err)
 		fuse_reply_attr(req, &st, 0);
 out:
@@ -355,13 +394,16 @@ static void op_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
  * (O_CREAT and O_EXCL come to create, O_CLOEXEC and O_NOCTTY are its). */
 #define OPEN_FLAGS (O_ACCMODE | O_APPEND | O_TRUNC | O_NOATIME | O_SYNC | O_DSYNC | O_DIRECT)
 
-static int new_handle(struct fuse_file_info *fi, int fd, kura_dir *dir)
+static int new_handle(struct fuse_file_info *fi, fuse_ino_t ino, int fd, kura_dir *dir)
 {
 	struct handle *h = malloc(sizeof *h);
 	if (!h)
 		return -ENOMEM;
+	h->ino = ino;
 	h->fd = fd;
 	h->dir = dir;
+	/* Without it the node still works while it has a name. */
+	(void)node_add_fd(ino, fd);
 	fi->fh = (uintptr_t)h;
 	/* See the head comment: no page cache, so other processes' writes
 	 * show at once.  Shared writable maps are refused (ENODEV). */
@@ -370,22 +412,35 @@ static int new_handle(struct fuse_file_info *fi, int fd, kura_dir *dir)
 	return 0;
 }
 
+static void drop_handle(struct handle *h)
+{
+	node_del_fd(h->ino, h->fd);
+	if (h->dir)
+		kura_closedir(h->dir); /* and its descriptor */
+	else
+		kura_close(kfs, h->fd);
+	free(h);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	BEGIN(req);
-	if ((err = resolve(ino, &path)))
+	struct target t;
+	if ((err = reach(ino, &path, &tfd, &t)))
 		goto out;
-	int fd = kura_open(kfs, path, (fi->flags & OPEN_FLAGS) | O_NOFOLLOW, 0);
+	/* A file with no name is opened again as /proc/self/fd/N would be. */
+	int flags = fi->flags & OPEN_FLAGS;
+	int fd = tfd >= 0 ? kura_reopen(kfs, tfd, flags) : kura_open(kfs, path, flags | O_NOFOLLOW, 0);
 	if (fd < 0) {
 		err = fd;
 		goto out;
 	}
-	if ((err = new_handle(fi, fd, NULL)) < 0) {
+	if ((err = new_handle(fi, ino, fd, NULL)) < 0) {
 		kura_close(kfs, fd);
 		goto out;
 	}
 	if (fuse_reply_open(req, fi))
-		kura_close(kfs, fd), free(handle_of(fi));
+		drop_handle(handle_of(fi));
 out:
 	END(req);
 }
@@ -402,20 +457,29 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		err = fd;
 		goto out;
 	}
-	if ((err = kura_fstat(kfs, fd, &st)) || (err = new_handle(fi, fd, NULL))) {
+	struct stat by_name;
+	uint32_t gen = 0;
+	if ((err = kura_fstat(kfs, fd, &st))) {
 		kura_close(kfs, fd);
 		goto out;
 	}
-	fill_entry(&e, &st);
+	/* 0 (no generation) if another process renamed it already. */
+	if (kura_fstatat_gen(kfs, KURA_AT_ROOT, path, &by_name, &gen, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    by_name.st_ino != st.st_ino)
+		gen = 0;
+	fill_entry(&e, &st, gen);
 	if ((err = node_ref(e.ino, parent, name, 1))) {
 		kura_close(kfs, fd);
-		free(handle_of(fi));
+		goto out;
+	}
+	if ((err = new_handle(fi, e.ino, fd, NULL))) {
+		node_unref(e.ino, 1);
+		kura_close(kfs, fd);
 		goto out;
 	}
 	if (fuse_reply_create(req, &e, fi)) {
+		drop_handle(handle_of(fi));
 		node_unref(e.ino, 1);
-		kura_close(kfs, fd);
-		free(handle_of(fi));
 	}
 out:
 	END(req);
@@ -459,12 +523,7 @@ static void op_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	struct handle *h = handle_of(fi);
-	if (h->dir)
-		kura_closedir(h->dir); /* and its descriptor */
-	else
-		kura_close(kfs, h->fd);
-	free(h);
+	drop_handle(handle_of(fi));
 	fuse_reply_err(req, 0);
 }
 
@@ -486,13 +545,13 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	kura_dir *d = kura_opendir(kfs, path, &err);
 	if (!d)
 		goto out;
-	if ((err = new_handle(fi, kura_dirfd(d), d)) < 0) {
+	if ((err = new_handle(fi, ino, kura_dirfd(d), d)) < 0) {
 		kura_closedir(d);
 		goto out;
 	}
 	fi->cache_readdir = 0;
 	if (fuse_reply_open(req, fi))
-		kura_closedir(d), free(handle_of(fi));
+		drop_handle(handle_of(fi));
 out:
 	END(req);
 }
@@ -527,9 +586,10 @@ static void read_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, str
 			/* By the directory's own descriptor: its path may have
 			 * changed since it was opened. */
 			struct stat st;
-			if (kura_fstatat(kfs, handle_of(fi)->fd, ent.name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			uint32_t gen;
+			if (kura_fstatat_gen(kfs, handle_of(fi)->fd, ent.name, &st, &gen, AT_SYMLINK_NOFOLLOW) < 0)
 				continue; /* gone since the entry was read */
-			fill_entry(&e, &st);
+			fill_entry(&e, &st, gen);
 		}
 		if (plus)
 			need = fuse_add_direntry_plus(req, buf + used, size - used, ent.name, &e, ent.next_cookie);
@@ -578,8 +638,9 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value, size_t size, int flags)
 {
 	BEGIN(req);
-	if (!(err = resolve(ino, &path)) &&
-	    !(err = kura_setxattrat(kfs, KURA_AT_ROOT, path, name, value, size, flags, AT_SYMLINK_NOFOLLOW)))
+	struct target t;
+	if (!(err = reach(ino, &path, &tfd, &t)) &&
+	    !(err = kura_setxattrat(kfs, t.dirfd, t.path, name, value, size, flags, t.flags)))
 		fuse_reply_err(req, 0);
 	END(req);
 }
@@ -588,12 +649,13 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 static void get_or_list(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	BEGIN(req);
+	struct target t;
 	char *buf = size ? malloc(size) : NULL;
 	if (size && !buf)
 		err = -ENOMEM;
-	else if (!(err = resolve(ino, &path))) {
-		ssize_t n = name ? kura_getxattrat(kfs, KURA_AT_ROOT, path, name, buf, size, AT_SYMLINK_NOFOLLOW)
-				 : kura_listxattrat(kfs, KURA_AT_ROOT, path, buf, size, AT_SYMLINK_NOFOLLOW);
+	else if (!(err = reach(ino, &path, &tfd, &t))) {
+		ssize_t n = name ? kura_getxattrat(kfs, t.dirfd, t.path, name, buf, size, t.flags)
+				 : kura_listxattrat(kfs, t.dirfd, t.path, buf, size, t.flags);
 		if (n < 0)
 			err = (int)n;
 		else if (size == 0)
@@ -618,8 +680,9 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 {
 	BEGIN(req);
-	if (!(err = resolve(ino, &path)) &&
-	    !(err = kura_removexattrat(kfs, KURA_AT_ROOT, path, name, AT_SYMLINK_NOFOLLOW)))
+	struct target t;
+	if (!(err = reach(ino, &path, &tfd, &t)) &&
+	    !(err = kura_removexattrat(kfs, t.dirfd, t.path, name, t.flags)))
 		fuse_reply_err(req, 0);
 	END(req);
 }
@@ -627,7 +690,8 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
 static void op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
 	BEGIN(req);
-	if (!(err = resolve(ino, &path)) && !(err = kura_access(kfs, path, mask)))
+	struct target t;
+	if (!(err = reach(ino, &path, &tfd, &t)) && !(err = kura_faccessat(kfs, t.dirfd, t.path, mask, t.flags)))
 		fuse_reply_err(req, 0);
 	END(req);
 }

@@ -32,5 +32,12 @@ void node_move(uint64_t id, uint64_t parent, const char *name);
  * given, as the recorded parents spell it, in *out (malloc'd): 0, -ESTALE
  * for a node the kernel holds no reference to, -ENAMETOOLONG, -ENOMEM. */
 int node_path(uint64_t id, const char *name, char **out);
+/* The mount opened descriptor fd of node id (0, -ENOMEM, -ESTALE), or
+ * is about to close it. */
+int node_add_fd(uint64_t id, int fd);
+void node_del_fd(uint64_t id, int fd);
+/* A duplicate of one of those descriptors, for the caller to close, or
+ * -ENOENT when there is none. */
+int node_dup_fd(uint64_t id, kura_fs *fs);
 
 #endif
