@@ -297,6 +297,7 @@ static int serve(const char *pool, const char *dir, const char *shown_dir, const
 	rc = fuse_session_loop_mt(se, cfg) < 0 ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 	if (cfg)
 		fuse_loop_cfg_destroy(cfg);
+	kura_fuse_finish();
 	fuse_session_unmount(se);
 	unlink(pidfile);
 out_signals:
