@@ -302,15 +302,22 @@ def fresh(scratch):
     return pool, d
 
 
+def foreground(pool, d):
+    """kura mount -f, once the directory is mounted."""
+    p = subprocess.Popen([KURA_BIN, "mount", "-f", str(pool), str(d)], stderr=subprocess.PIPE)
+    for _ in range(200):
+        if str(d) in mounted_dirs():
+            return p
+        assert p.poll() is None, p.stderr.read().decode(errors="replace")
+        time.sleep(0.05)
+    p.kill()
+    pytest.fail(f"kura mount -f did not mount {d} in 10 s")
+
+
 def test_foreground_sigterm_unmounts_cleanly(scratch):
     pool, d = fresh(scratch)
-    p = subprocess.Popen([KURA_BIN, "mount", "-f", str(pool), str(d)], stderr=subprocess.PIPE)
+    p = foreground(pool, d)
     try:
-        for _ in range(200):
-            if str(d) in mounted_dirs():
-                break
-            assert p.poll() is None, p.stderr.read().decode(errors="replace")
-            time.sleep(0.05)
         (d / "x").write_text("kept\n")
     finally:
         p.send_signal(signal.SIGTERM)
@@ -318,6 +325,47 @@ def test_foreground_sigterm_unmounts_cleanly(scratch):
     assert rc == 0, p.stderr.read().decode(errors="replace")
     assert str(d) not in mounted_dirs()
     assert out_text(ok("cat", f"{pool}:/x")) == "kept\n"
+    ok("fsck", pool)
+
+
+def test_killed_server(scratch):
+    """kura umount after the server died (its zombie not reaped yet); kura
+    gc then tidies what it left of the pool."""
+    pool, d = fresh(scratch)
+    p = foreground(pool, d)
+    try:
+        (d / "x").write_text("kept\n")
+        p.kill()
+        time.sleep(0.2)
+        t = time.monotonic()
+        ok("umount", d)
+        assert time.monotonic() - t < 10
+        assert str(d) not in mounted_dirs()
+    finally:
+        p.wait(timeout=30)
+    ok("gc", pool)
+    ok("fsck", pool)
+    assert out_text(ok("cat", f"{pool}:/x")) == "kept\n"
+
+
+def test_two_mounts_of_one_pool(scratch):
+    """Mounting a pool mounted elsewhere is not refused: the engine
+    coordinates every user, as it does kura run processes."""
+    pool, d = fresh(scratch)
+    d2 = scratch / "mnt2"
+    d2.mkdir()
+    ok("mount", pool, d)
+    try:
+        ok("mount", pool, d2)
+        try:
+            (d / "a").write_text("one\n")
+            assert (d2 / "a").read_text() == "one\n"
+            os.rename(d2 / "a", d2 / "b")
+            assert os.listdir(d) == ["b"]
+        finally:
+            ok("umount", d2)
+    finally:
+        ok("umount", d)
     ok("fsck", pool)
 
 

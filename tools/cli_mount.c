@@ -80,6 +80,22 @@ static int is_kura_mount(const char *dir, char *pool, size_t len)
 	return found;
 }
 
+/* Whether pid is running (a zombie has exited: its parent may be an init
+ * that does not reap). */
+static int running(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof buf - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	char *paren = strrchr(buf, ')');
+	return paren && paren[1] == ' ' && paren[2] != 'Z' && paren[2] != 'X';
+}
+
 static const char umount_help[] =
 	"usage: kura umount DIR\n\n"
 	"Unmount a pool that kura mount put on DIR, and wait until the mount\n"
@@ -115,6 +131,18 @@ int cmd_umount(int argc, char **argv)
 	}
 	if (pf)
 		fclose(pf);
+	/* A server killed outright leaves its file, and its pid may be
+	 * another program's by now. */
+	char comm_path[64], comm[32] = "";
+	snprintf(comm_path, sizeof comm_path, "/proc/%ld/comm", (long)server);
+	FILE *cf = server > 0 ? fopen(comm_path, "re") : NULL;
+	if (cf) {
+		if (!fgets(comm, sizeof comm, cf))
+			comm[0] = '\0';
+		fclose(cf);
+	}
+	if (strcmp(comm, "kura\n") != 0)
+		server = 0;
 	if (geteuid() == 0) {
 		if (umount2(dir, 0) < 0) {
 			int e = errno;
@@ -142,14 +170,17 @@ int cmd_umount(int argc, char **argv)
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
 			return CLI_EXIT_FAIL; /* fusermount3 said why */
 	}
-	/* The mount process unmounts the pool once the kernel lets it go. */
-	for (int i = 0; server > 0 && i < 600 && kill(server, 0) == 0; i++)
+	/* The mount process unmounts the pool once the kernel lets it go,
+	 * and removes its file; one killed outright leaves it here. */
+	for (int i = 0; server > 0 && i < 600 && running(server); i++)
 		nanosleep(&(struct timespec){ .tv_nsec = 50000000 }, NULL);
-	if (server > 0 && kill(server, 0) == 0) {
+	if (server > 0 && running(server)) {
 		cli_msg("umount", "%s is unmounted, but its server (pid %ld) has not exited after 30 s",
 			argv[1], (long)server);
 		return CLI_EXIT_FAIL;
 	}
+	if (server > 0)
+		unlink(pidfile);
 	return CLI_EXIT_OK;
 }
 
