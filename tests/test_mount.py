@@ -281,16 +281,30 @@ copy_file_range = 2
 """
 
 
-def test_fsx_through_mount(mnt, tmp_path):
-    pool, d = mnt
+def fsx(tmp_path, path, wrapper=()):
     if not os.access(FSX, os.X_OK):
         pytest.skip("no fsx (cargo install fsx)")
     (tmp_path / "fsx.toml").write_text(FSX_CONF)
     t = time.monotonic()
-    r = subprocess.run([FSX, "-N", str(FSX_OPS), "-S", "7", "-f", str(tmp_path / "fsx.toml"), "-P", str(tmp_path),
-                        str(d / "fsx.file")], capture_output=True, timeout=600)
+    r = subprocess.run([*map(str, wrapper), FSX, "-N", str(FSX_OPS), "-S", "7", "-f", str(tmp_path / "fsx.toml"),
+                        "-P", str(tmp_path), str(path)], capture_output=True, timeout=600)
     print(f"fsx: {FSX_OPS} operations in {time.monotonic() - t:.1f} s")
     assert r.returncode == 0, (r.stdout + r.stderr).decode(errors="replace")[-3000:]
+
+
+def test_fsx_through_mount(mnt, tmp_path):
+    pool, d = mnt
+    fsx(tmp_path, d / "fsx.file")
+
+
+def test_fsx_under_kura_run(mnt, tmp_path):
+    """The same operations under kura run, on the pool a mount serves.
+    (kura run could take shared maps too, but with them fsx fails with
+    ENOSPC after about 27,000 operations on a 256 MiB pool: a problem of
+    the preload layer's maps, not of the mount, reported separately.)"""
+    pool, d = mnt
+    fsx(tmp_path, f"{PREFIX}/fsx.file", [KURA_RUN_BIN, "run", "--pool", pool, "--mount", PREFIX, "--"])
+    assert os.path.getsize(d / "fsx.file") > 0
 
 
 def fresh(scratch):
