@@ -201,6 +201,24 @@ def test_open_file_outlives_its_name(mnt):
     assert os.listdir(d) == []
 
 
+def test_copy_file_range(mnt):
+    pool, d = mnt
+    data = os.urandom(3 << 20)
+    (d / "a").write_bytes(data)
+    a = os.open(d / "a", os.O_RDONLY)
+    b = os.open(d / "b", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        assert os.copy_file_range(a, b, 1 << 20, 1000, 10) == 1 << 20
+        rest = len(data) - (1 << 20) - 1000
+        assert os.copy_file_range(a, b, 10 << 20, (1 << 20) + 1000, (1 << 20) + 10) == rest  # to the end
+    finally:
+        os.close(a)
+        os.close(b)
+    want = bytes(10) + data[1000:]
+    assert (d / "b").read_bytes() == want
+    assert out_text(krun(pool, f"cmp {PREFIX}/b {PREFIX}/b && wc -c < {PREFIX}/b")).strip() == str(len(want))
+
+
 def test_concurrent_clients_both_ways(mnt):
     """Several programs through the mount (the server's threads serve them
     at once) and kura run processes, all changing one directory tree."""

@@ -587,6 +587,39 @@ static void op_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence, stru
 	END(req);
 }
 
+/* A copy inside the server: one request instead of a read and a write
+ * request per chunk.  As on Linux it is not atomic, and a short count
+ * says where it stopped. */
+static void op_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, struct fuse_file_info *fi_in,
+			       fuse_ino_t ino_out, off_t off_out, struct fuse_file_info *fi_out, size_t len,
+			       int flags)
+{
+	(void)ino_in, (void)ino_out;
+	BEGIN(req);
+	size_t chunk = len < (1u << 20) ? len : (1u << 20), done = 0;
+	char *buf = malloc(chunk ? chunk : 1);
+	if (flags)
+		err = -EINVAL;
+	else if (!buf)
+		err = -ENOMEM;
+	while (!err && done < len) {
+		size_t want = len - done < chunk ? len - done : chunk;
+		ssize_t n = kura_pread(kfs, handle_of(fi_in)->fd, buf, want, off_in + (off_t)done);
+		ssize_t w = n > 0 ? kura_pwrite(kfs, handle_of(fi_out)->fd, buf, n, off_out + (off_t)done) : n;
+		if (w < 0 && done == 0)
+			err = (int)w;
+		if (w <= 0)
+			break;
+		done += w;
+		if (w < n)
+			break;
+	}
+	free(buf);
+	if (!err)
+		fuse_reply_write(req, done);
+	END(req);
+}
+
 static const struct fuse_lowlevel_ops ops = {
 	.init = op_init,
 	.lookup = op_lookup,
@@ -622,6 +655,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.access = op_access,
 	.fallocate = op_fallocate,
 	.lseek = op_lseek,
+	.copy_file_range = op_copy_file_range,
 };
 
 int kura_fuse_prepare(kura_fs *fs, const struct fuse_lowlevel_ops **out, size_t *size)
