@@ -201,6 +201,22 @@ def test_open_file_outlives_its_name(mnt):
     assert os.listdir(d) == []
 
 
+@pytest.mark.skipif(not IS_ROOT, reason="chown needs root")
+def test_link_itself_changed(mnt):
+    """lchown and utimensat(AT_SYMLINK_NOFOLLOW) change the link, not its
+    target; chmod through it changes the target."""
+    pool, d = mnt
+    (d / "t").write_text("x")
+    os.chmod(d / "t", 0o600)
+    os.symlink("t", d / "l")
+    os.chown(d / "l", 5, 5, follow_symlinks=False)
+    os.utime(d / "l", ns=(10**18, 10**18), follow_symlinks=False)
+    os.chmod(d / "l", 0o640)
+    lst, st = os.lstat(d / "l"), os.stat(d / "t")
+    assert (lst.st_uid, lst.st_mtime_ns) == (5, 10**18)
+    assert (st.st_uid, st.st_mode & 0o777) == (0, 0o640) and st.st_mtime_ns != 10**18
+
+
 def test_copy_file_range(mnt):
     pool, d = mnt
     data = os.urandom(3 << 20)

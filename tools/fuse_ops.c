@@ -13,8 +13,11 @@
  * comes at once: entries are never cached (timeouts 0, below).  A node's
  * path is checked to still name its inode before it is used (-ESTALE
  * otherwise), so an operation never lands on another file that took the
- * old name meanwhile.  Open files and directories are served through the
- * engine's descriptors, which follow their inode whatever is renamed.
+ * old name meanwhile.  Nodes carry the inode's generation, so the kernel
+ * tells a reused inode number from the file it had.  Open files and
+ * directories are served through the engine's descriptors, which follow
+ * their inode whatever is renamed; a node whose names are all gone (a file
+ * unlinked while open) is reached through them too.
  *
  * Credentials.  Each request runs with the caller's fsuid, fsgid,
  * supplementary groups and umask as the engine's thread credentials, so
@@ -129,19 +132,21 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	struct handle *h = handle_of(fi);
 	struct target t;
 	/* An open file is changed through a descriptor: it may have no name
-	 * any more. */
-	if (!h && (err = reach(ino, &path, &tfd, &t)))
+	 * any more.  Otherwise symlinks are not followed: the kernel has
+	 * followed them already, and asks for the link itself (lchown). */
+	if (h)
+		t = (struct target){ h->fd, "", AT_EMPTY_PATH };
+	else if ((err = reach(ino, &path, &tfd, &t)))
 		goto out;
-	int fd = h ? h->fd : tfd;
 	if (to_set & FUSE_SET_ATTR_MODE)
-		err = fd >= 0 ? kura_fchmod(kfs, fd, attr->st_mode) : kura_chmod(kfs, path, attr->st_mode);
+		err = kura_fchmodat(kfs, t.dirfd, t.path, attr->st_mode, t.flags);
 	if (!err && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID))) {
 		uid_t uid = to_set & FUSE_SET_ATTR_UID ? attr->st_uid : (uid_t)-1;
 		gid_t gid = to_set & FUSE_SET_ATTR_GID ? attr->st_gid : (gid_t)-1;
-		err = fd >= 0 ? kura_fchown(kfs, fd, uid, gid) : kura_chown(kfs, path, uid, gid, 1);
+		err = kura_fchownat(kfs, t.dirfd, t.path, uid, gid, t.flags);
 	}
 	if (!err && (to_set & FUSE_SET_ATTR_SIZE))
-		err = fd >= 0 ? kura_ftruncate(kfs, fd, attr->st_size) : kura_truncate(kfs, path, attr->st_size);
+		err = t.path[0] ? kura_truncate(kfs, t.path, attr->st_size) : kura_ftruncate(kfs, t.dirfd, attr->st_size);
 	if (!err && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
 		struct timespec times[2] = { { .tv_nsec = UTIME_OMIT }, { .tv_nsec = UTIME_OMIT } };
 		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
@@ -152,11 +157,11 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 			times[1].tv_nsec = UTIME_NOW;
 		else if (to_set & FUSE_SET_ATTR_MTIME)
 			times[1] = attr->st_mtim;
-		err = fd >= 0 ? kura_futimens(kfs, fd, times) : kura_utimens(kfs, path, times, 1);
+		err = kura_utimensat(kfs, t.dirfd, t.path, times, t.flags);
 	}
 	struct stat st;
 	if (!err)
-		err = fd >= 0 ? kura_fstat(kfs, fd, &st) : kura_lstat(kfs, path, &st);
+		err = kura_fstatat(kfs, t.dirfd, t.path, &st, t.flags);
 	if (!err)
 		fuse_reply_attr(req, &st, 0);
 out:
