@@ -217,6 +217,27 @@ def test_link_itself_changed(mnt):
     assert (st.st_uid, st.st_mode & 0o777) == (0, 0o640) and st.st_mtime_ns != 10**18
 
 
+def test_maps(mnt):
+    """Private maps (and so exec) work; shared ones are refused, as the
+    kernel does for direct_io files (README: kura mount)."""
+    import mmap
+    pool, d = mnt
+    (d / "f").write_bytes(b"hello")
+    fd = os.open(d / "f", os.O_RDWR)
+    try:
+        with mmap.mmap(fd, 0, mmap.MAP_PRIVATE, mmap.PROT_READ) as m:
+            assert m[:5] == b"hello"
+        with pytest.raises(OSError) as e:
+            mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ)
+        assert e.value.errno == 19  # ENODEV
+    finally:
+        os.close(fd)
+    if os.path.exists(BUSYBOX):
+        shutil.copy(BUSYBOX, d / "busybox")
+        r = subprocess.run([str(d / "busybox"), "echo", "ran"], capture_output=True, timeout=60)
+        assert r.stdout == b"ran\n"
+
+
 def test_copy_file_range(mnt):
     pool, d = mnt
     data = os.urandom(3 << 20)

@@ -275,7 +275,7 @@ static int new_handle(struct fuse_file_info *fi, fuse_ino_t ino, int fd, kura_di
 	pthread_mutex_unlock(&handles.mu);
 	fi->fh = (uintptr_t)h;
 	/* See the head comment: no page cache, so other processes' writes
-	 * show at once.  Shared writable maps are refused (ENODEV). */
+	 * show at once.  The kernel then refuses shared maps (ENODEV). */
 	fi->direct_io = 1;
 	fi->keep_cache = 0;
 	return 0;
