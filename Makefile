@@ -5,7 +5,7 @@ CTEST = ctest --output-on-failure -j2
 # The nested makes CMake runs would otherwise announce every directory change.
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps build check check-release check-asan check-tsan demo bench bench-durable bench-maps bench-report bench-quick model-long crash-full fuzz-long pjdfstest sqlite-full install clean
+.PHONY: all deps build check check-release check-asan check-tsan demo bench bench-durable bench-maps bench-report bench-quick model-long crash-full fuzz-long pjdfstest pjdfstest-fuse sqlite-full install clean
 
 all: deps build
 
@@ -101,6 +101,10 @@ sqlite-full: all
 # cargo the first time.
 pjdfstest: all
 	scripts/pjdfstest.sh
+
+# The same suite through `kura mount` (FUSE) instead of kura run.
+pjdfstest-fuse: all
+	PJDFSTEST_KINDS=fuse scripts/pjdfstest.sh
 
 # Installs bin/kura, lib/libkura.so (with its soname), lib/libkura_core.a,
 # include/kura.h, the pkg-config file, man pages and bash completion under

@@ -33,7 +33,7 @@ _kura_pool_paths()
 	done < <("$1" ls -l -- "$pool:${dir:-/}" 2>/dev/null)
 }
 
-_kura_commands="mkfs fsck gc upgrade info ls stat cat import export stage-in stage-out run"
+_kura_commands="mkfs fsck gc upgrade info ls stat cat import export stage-in stage-out run mount umount"
 
 _kura()
 {
@@ -59,6 +59,7 @@ _kura()
 	stat) opts="-L --help" ;;
 	run) opts="--pool --mount --help --" takes_value="--pool|--mount" ;;
 	stage-in) opts="--jobs --verify --help" takes_value="--jobs|-j" ;;
+	mount) opts="-o -f --help" takes_value="-o" ;;
 	stage-out) opts="--jobs --verify --watch --settle --help" takes_value="--jobs|-j|--settle" ;;
 	help)
 		[ "$cword" -eq 2 ] && COMPREPLY=($(compgen -W "$_kura_commands" -- "$cur"))
@@ -81,6 +82,7 @@ _kura()
 	case $prev in
 	--size | -s | --mode | -m | --mount | --jobs | -j | --settle) return ;;
 	--pool) _kura_pools "$cur" "" ;;
+	-o) [ "$cmd" = mount ] && COMPREPLY=($(compgen -W "ro allow_other default_permissions" -- "$cur")) ;;
 	*)
 		if [[ $cur == --pool=* && $cmd == run ]]; then
 			cur=${cur#--pool=}
@@ -90,7 +92,9 @@ _kura()
 			return
 		else
 			case $cmd:$operand in
-			mkfs:0 | fsck:0 | gc:0 | upgrade:0 | info:0) _kura_pools "$cur" "" ;;
+			mkfs:0 | fsck:0 | gc:0 | upgrade:0 | info:0 | mount:0) _kura_pools "$cur" "" ;;
+			mount:1) COMPREPLY=($(compgen -d -- "$cur")) ;;
+			umount:0) COMPREPLY=($(awk '$3 == "fuse.kura" { print $2 }' /proc/mounts 2>/dev/null | grep -- "^$cur")) ;;
 			ls:* | stat:* | cat:* | import:1 | export:0 | stage-in:1 | stage-out:0)
 				if [[ $cur == *:* ]]; then
 					_kura_pool_paths "$1" "$cur"

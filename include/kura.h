@@ -248,6 +248,12 @@ int kura_closedir(kura_dir *d);
 #define KURA_AT_ROOT (-100)
 int kura_openat(kura_fs *fs, int dirfd, const char *path, int flags, mode_t mode);
 int kura_fstatat(kura_fs *fs, int dirfd, const char *path, struct stat *st, int flags);
+/* kura_fstatat, and the inode's generation in *gen: an inode number is
+ * reused once its file is gone, never with the same generation, so the
+ * two name one inode for the pool's life (what a kernel file-system
+ * server such as kura mount hands FUSE).  Not with AT_EMPTY_PATH on a
+ * descriptor (-EINVAL). */
+int kura_fstatat_gen(kura_fs *fs, int dirfd, const char *path, struct stat *st, uint32_t *gen, int flags);
 int kura_faccessat(kura_fs *fs, int dirfd, const char *path, int mode, int flags);
 int kura_mkdirat(kura_fs *fs, int dirfd, const char *path, mode_t mode);
 int kura_mknodat(kura_fs *fs, int dirfd, const char *path, mode_t mode, dev_t dev);

@@ -7,6 +7,9 @@
 # a user "tests" (made here if missing; "nobody" is the other).
 #
 #   scripts/pjdfstest.sh [TEST_PATTERN...]     (make pjdfstest)
+#   PJDFSTEST_KINDS="fuse" scripts/pjdfstest.sh  (make pjdfstest-fuse): a
+#       memory pool through `kura mount -o allow_other` instead; the kinds
+#       are memory, file and fuse (default: memory file)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,7 +31,11 @@ id tests >/dev/null 2>&1 || useradd -M -s /usr/sbin/nologin tests
 
 work=$(mktemp -d /tmp/pjdfstest-XXXXXX)
 pools=()
+mnt=""
 cleanup() {
+	if [ -n "$mnt" ] && grep -q " $mnt fuse.kura " /proc/mounts; then
+		"$kura" umount "$mnt" || true
+	fi
 	for p in "${pools[@]}"; do
 		if [ -e "$p" ]; then
 			id=$(printf '%x-%x' "$(stat -c %d "$p")" "$(stat -c %i "$p")")
@@ -60,13 +67,25 @@ echo "tmpfs:       $(grep '^Summary' "$work/tmpfs.out" || echo 'no summary (cras
 failed "$work/tmpfs.out" > "$work/tmpfs.failed"
 
 status=0
-for kind in memory file; do
-	pool=$([ $kind = memory ] && echo /dev/shm || echo /var/tmp)/pjdfstest-$tag-$kind.pool
+for kind in ${PJDFSTEST_KINDS:-memory file}; do
+	pool=$([ $kind = file ] && echo /var/tmp || echo /dev/shm)/pjdfstest-$tag-$kind.pool
 	pools+=("$pool")
 	"$kura" mkfs "$pool" --size 1G >/dev/null
-	"$kura" run --pool "$pool" --mount "/pjdfstest-$tag" -- sh -c "mkdir -m 755 /pjdfstest-$tag/t"
-	"$kura" run --pool "$pool" --mount "/pjdfstest-$tag" -- \
-		"$bin" -c "$work/conf.toml" -p "/pjdfstest-$tag/t" "$@" > "$work/$kind.out" 2>&1 || true
+	if [ $kind = fuse ]; then
+		# The suite switches users: they must reach the mount point.
+		chmod 755 "$work"
+		mnt=$work/mnt
+		mkdir "$mnt"
+		"$kura" mount "$pool" "$mnt" -o allow_other
+		mkdir -m 755 "$mnt/t"
+		"$bin" -c "$work/conf.toml" -p "$mnt/t" "$@" > "$work/$kind.out" 2>&1 || true
+		"$kura" umount "$mnt"
+		"$kura" fsck "$pool" >/dev/null || { echo "  fsck of the pool after the fuse run found problems"; status=1; }
+	else
+		"$kura" run --pool "$pool" --mount "/pjdfstest-$tag" -- sh -c "mkdir -m 755 /pjdfstest-$tag/t"
+		"$kura" run --pool "$pool" --mount "/pjdfstest-$tag" -- \
+			"$bin" -c "$work/conf.toml" -p "/pjdfstest-$tag/t" "$@" > "$work/$kind.out" 2>&1 || true
+	fi
 	printf '%-12s %s\n' "kura $kind:" "$(grep '^Summary' "$work/$kind.out" || echo 'no summary: the run crashed')"
 	failed "$work/$kind.out" > "$work/$kind.failed"
 	extra=$(comm -13 "$work/tmpfs.failed" "$work/$kind.failed")

@@ -73,12 +73,17 @@ int create_at(struct kura_fs *fs, const struct walk *w, mode_t mode, uint64_t *o
 	return fs->tx.err;
 }
 
-int kura_fstatat(kura_fs *fs, int dirfd, const char *path, struct stat *st, int flags)
+int kura_fstatat_gen(kura_fs *fs, int dirfd, const char *path, struct stat *st, uint32_t *gen, int flags)
 {
 	if (flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH | AT_NO_AUTOMOUNT))
 		return -EINVAL;
-	if (path && !*path && (flags & AT_EMPTY_PATH))
-		return dirfd == KURA_AT_ROOT ? kura_fstatat(fs, dirfd, "/", st, 0) : kura_fstat(fs, dirfd, st);
+	if (path && !*path && (flags & AT_EMPTY_PATH)) {
+		if (dirfd == KURA_AT_ROOT)
+			return kura_fstatat_gen(fs, dirfd, "/", st, gen, 0);
+		if (gen)
+			return -EINVAL; /* not needed yet: a descriptor holds its inode anyway */
+		return kura_fstat(fs, dirfd, st);
+	}
 	uint64_t start;
 	int ret = fd_dir_ino(fs, dirfd, path, &start);
 	if (ret)
@@ -86,10 +91,19 @@ int kura_fstatat(kura_fs *fs, int dirfd, const char *path, struct stat *st, int 
 	FS_READ(fs, ret, {
 		struct walk w;
 		ret = path_walk(fs, start, path, flags & AT_SYMLINK_NOFOLLOW ? 0 : WALK_FOLLOW, &w);
-		if (!ret)
-			inode_to_stat(fs, w.ino, ino_get(fs, w.ino), st);
+		if (!ret) {
+			const struct kura_inode *ip = ino_get(fs, w.ino);
+			inode_to_stat(fs, w.ino, ip, st);
+			if (gen)
+				*gen = ip->generation;
+		}
 	});
 	return ret;
+}
+
+int kura_fstatat(kura_fs *fs, int dirfd, const char *path, struct stat *st, int flags)
+{
+	return kura_fstatat_gen(fs, dirfd, path, st, NULL, flags);
 }
 
 int kura_stat(kura_fs *fs, const char *path, struct stat *st)

@@ -1456,6 +1456,33 @@ static void fsck_line(void *ctx, const char *line)
 	printf("  fsck: %s\n", line);
 }
 
+/* kura_fstatat_gen: one generation per inode for its life; a reused
+ * inode number comes with another. */
+static void test_generation(void)
+{
+	section = "generation";
+	struct stat st, st2;
+	uint32_t g1 = 0, g2 = 0, g3 = 0;
+	int fd = kura_open(fs, "/gen1", O_CREAT | O_WRONLY, 0644);
+	EXPECT_OK(fd);
+	EXPECT(kura_close(fs, fd), 0);
+	EXPECT(kura_fstatat_gen(fs, KURA_AT_ROOT, "/gen1", &st, &g1, AT_SYMLINK_NOFOLLOW), 0);
+	EXPECT(kura_rename(fs, "/gen1", "/gen1b", 0), 0);
+	EXPECT(kura_fstatat_gen(fs, KURA_AT_ROOT, "gen1b", &st2, &g2, 0), 0);
+	EXPECT(st2.st_ino == st.st_ino && g1 == g2 && g1 != 0, 1);
+	EXPECT(kura_unlink(fs, "/gen1b"), 0);
+	/* A new inode, in the freed slot or not, has another generation. */
+	EXPECT(kura_mkdir(fs, "/gen2", 0755), 0);
+	EXPECT(kura_fstatat_gen(fs, KURA_AT_ROOT, "/gen2", &st2, &g3, 0), 0);
+	EXPECT(g3 != g1, 1);
+	EXPECT(kura_rmdir(fs, "/gen2"), 0);
+	EXPECT_ERR(kura_fstatat_gen(fs, KURA_AT_ROOT, "/gen2", &st2, &g3, 0), ENOENT);
+	fd = kura_open(fs, "/", O_RDONLY, 0);
+	EXPECT_OK(fd);
+	EXPECT_ERR(kura_fstatat_gen(fs, fd, "", &st2, &g3, AT_EMPTY_PATH), EINVAL);
+	EXPECT(kura_close(fs, fd), 0);
+}
+
 int main(void)
 {
 	snprintf(pool, sizeof pool, "/dev/shm/kura-api-%d.pool", (int)getpid());
@@ -1477,7 +1504,7 @@ int main(void)
 	    {"50k directory", test_big_dir},       {"200 MiB file", test_big_file},
 	    {"read-only mount", test_read_only},   {"pool errors", test_pool_errors},
 	    {"full pool", test_full_pool},         {"reopen/O_TMPFILE", test_reopen_tmpfile},
-	    {"host prefix", test_host_prefix},
+	    {"host prefix", test_host_prefix},     {"generation", test_generation},
 	};
 	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
 		int f0 = nfail;

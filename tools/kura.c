@@ -24,6 +24,8 @@ struct command {
 };
 
 int cmd_run(int argc, char **argv); /* cli_run.c */
+int cmd_mount(int argc, char **argv); /* cli_mount.c */
+int cmd_umount(int argc, char **argv);
 
 static const struct command commands[] = {
 	{ "mkfs", cmd_mkfs, "mkfs [POOL] [--size SIZE] [--mode MODE] [--force]",
@@ -94,6 +96,13 @@ static const struct command commands[] = {
 	  "Run COMMAND with libkura.so preloaded: paths under PREFIX (default\n"
 	  "/kura) are served from POOL (default: the default pool, created if\n"
 	  "missing).  Sets KURA_POOL, KURA_MOUNT and LD_PRELOAD for COMMAND.\n" },
+	{ "mount", cmd_mount, "mount POOL DIR [-o OPTIONS] [-f]",
+	  "Mount POOL on DIR through FUSE for every program (static, Go, set-id,\n"
+	  "other users' with -o allow_other), beside kura run users of the same\n"
+	  "pool.  Returns once the mount is usable; -f stays in the foreground.\n"
+	  "Options: ro, allow_other, default_permissions, others to FUSE.\n" },
+	{ "umount", cmd_umount, "umount DIR",
+	  "Unmount what kura mount put on DIR and wait for its server to exit.\n" },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
