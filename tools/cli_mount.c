@@ -123,8 +123,11 @@ int cmd_umount(int argc, char **argv)
 	pid_file_name(dir, pidfile, sizeof pidfile);
 	pid_t server = 0;
 	struct stat st;
-	FILE *pf = fopen(pidfile, "re");
-	if (pf && fstat(fileno(pf), &st) == 0 && st.st_uid == geteuid()) {
+	int pfd = open(pidfile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	FILE *pf = pfd >= 0 ? fdopen(pfd, "r") : NULL;
+	if (!pf && pfd >= 0)
+		close(pfd);
+	if (pf && fstat(fileno(pf), &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid()) {
 		long pid;
 		if (fscanf(pf, "%ld", &pid) == 1 && pid > 0)
 			server = (pid_t)pid;
@@ -301,11 +304,16 @@ static int serve(const char *pool, const char *dir, const char *shown_dir, const
 		goto out_signals;
 	}
 	pid_file_name(dir, pidfile, sizeof pidfile);
-	FILE *pf = fopen(pidfile, "we");
-	if (pf) {
-		fprintf(pf, "%ld\n", (long)getpid());
-		fclose(pf);
-	}
+	/* /dev/shm is everyone's: no following a link planted there, and a
+	 * file someone else made is not ours to write (umount then does not
+	 * wait for this server, which is all the file is for). */
+	int pfd = open(pidfile, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	struct stat pst;
+	if (pfd >= 0 && fstat(pfd, &pst) == 0 && S_ISREG(pst.st_mode) && pst.st_uid == geteuid() &&
+	    ftruncate(pfd, 0) == 0)
+		dprintf(pfd, "%ld\n", (long)getpid());
+	if (pfd >= 0)
+		close(pfd);
 	if (!foreground) {
 		int null = open("/dev/null", O_RDWR);
 		if (null >= 0) {
