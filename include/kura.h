@@ -344,6 +344,24 @@ int kura_map_pin(kura_fs *fs, int fd, int prot_write, uint64_t *ino);
 int kura_map_repin(kura_fs *fs, uint64_t ino);
 /* Drops a pin; the last one of an unlinked file frees it. */
 int kura_map_unpin(kura_fs *fs, uint64_t ino);
+/* A truncation of a mapped file gives its cut-off blocks to a holder,
+ * kept while any map may show them (see src/mapped.h).  The count of such
+ * truncations of ino so far; read it before looking up a new map's
+ * blocks. */
+uint64_t kura_map_truncations(kura_fs *fs, uint64_t ino);
+/* The count as the calling thread's truncations that kept blocks since the
+ * last call left it (0: none), and in *before the count just before the
+ * first of them, UINT64_MAX if another process's came in between.  Called
+ * before a truncation to start afresh, and after it: a map whose pages
+ * the caller has covered past the new end, and whose count was *before,
+ * is clean at the returned count. */
+uint64_t kura_map_own_truncation(uint64_t *before);
+/* The caller holds own_pins pins of ino, and none of its maps shows a
+ * block past the end of the file or one that a truncation it did not make
+ * (the count is still truncs) took away: if those are all the pins there
+ * are, the kept blocks are freed now rather than with the last map.
+ * 0 or -errno. */
+int kura_map_trim(kura_fs *fs, uint64_t ino, uint64_t own_pins, uint64_t truncs);
 /* 1 if the calling thread is inside an operation on fs (a signal handler
  * that interrupted one must not start another: it would wait for itself). */
 int kura_in_operation(kura_fs *fs);

@@ -10,7 +10,7 @@
 #include "lock.h"
 #include "shm.h"
 
-#define LOCKTAB_MAGIC 0x6b6c62617472756dull /* ...6b: open slots without map counts; 6c: no maps_total */
+#define LOCKTAB_MAGIC 0x6b6c62617472756eull /* ...6b: open slots without map counts; 6c: no maps_total; 6d: no truncs */
 
 static int init_table(struct locktab *t)
 {

@@ -37,6 +37,7 @@ struct locktab {
 		uint64_t ino, count;
 		uint64_t maps;                   /* of count, how many are shared maps */
 		uint64_t holder, holder_gen;     /* see map.c; valid only if the inode still has that generation */
+		uint64_t truncs;                 /* truncations that gave blocks to the holder (mapped.h) */
 	} open[LOCK_OPEN_SLOTS];
 };
 

@@ -66,6 +66,38 @@ int kura_map_unpin(kura_fs *fs, uint64_t ino)
 	return fs_end(fs, 0);
 }
 
+uint64_t kura_map_truncations(kura_fs *fs, uint64_t ino)
+{
+	fs_lock_for_read(fs);
+	struct lock_open_slot *s = lock_slot(&fs->lk, ino);
+	uint64_t n = s ? __atomic_load_n(&s->truncs, __ATOMIC_ACQUIRE) : 0;
+	fs_unlock_for_read(fs);
+	return n;
+}
+
+uint64_t kura_map_own_truncation(uint64_t *before)
+{
+	uint64_t last = mapped_own_last;
+	/* Another process's truncation between two of ours (a long one runs
+	 * in several transactions) leaves a gap: no count then matches. */
+	*before = !last ? 0 : last - mapped_own_first + 1 == mapped_own_n ? mapped_own_first - 1 : UINT64_MAX;
+	mapped_own_first = mapped_own_last = mapped_own_n = 0;
+	return last;
+}
+
+int kura_map_trim(kura_fs *fs, uint64_t ino, uint64_t own_pins, uint64_t truncs)
+{
+	if (fs->read_only)
+		return 0;
+	int err = fs_begin(fs);
+	if (err)
+		return err;
+	struct lock_open_slot *s = lock_slot(&fs->lk, ino);
+	if (s && s->maps == own_pins && s->truncs == truncs)
+		mapped_unpinned(fs, ino);
+	return fs_end(fs, 0);
+}
+
 int kura_in_operation(kura_fs *fs)
 {
 	return lock_held_here(&fs->lk);

@@ -18,6 +18,8 @@ static uint64_t holder_of(struct kura_fs *fs, struct lock_open_slot *s)
 	return s->holder;
 }
 
+__thread uint64_t mapped_own_first, mapped_own_last, mapped_own_n;
+
 static uint64_t make_holder(struct kura_fs *fs, struct lock_open_slot *s)
 {
 	uint64_t h = holder_of(fs, s);
@@ -42,6 +44,12 @@ void mapped_release(struct kura_fs *fs, uint64_t ino, uint64_t first, uint64_t l
 			tx_fail(&fs->tx, -ENOSPC);
 			return;
 		}
+		/* Counted before anything moves: a count too high only makes a
+		 * process keep a holder it could have let go. */
+		mapped_own_last = ++s->truncs;
+		mapped_own_n++;
+		if (!mapped_own_first)
+			mapped_own_first = mapped_own_last;
 		/* The holder keeps the blocks at file blocks past its size, which
 		 * grows by one block per block taken. */
 		const struct kura_inode *ip = ino_get(fs, ino);

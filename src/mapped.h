@@ -12,6 +12,15 @@
  *    freed with the file's last map (mapped_unpinned).  Being an orphan,
  *    a holder left by a crash or a killed process is freed by the next
  *    mount that finds itself alone, as any orphan is.
+ *
+ * A program that never unmaps (fsx leaks a map per mapped read) would
+ * keep every block it ever truncated.  So a holder may also go early,
+ * when the process that truncated holds every pin of the file and none of
+ * its pages can show a held block: kura_map_trim.  What a process cannot
+ * see for itself is another's truncation while it mapped the file (its
+ * pages then show held blocks); the slot counts the truncations that fed
+ * the holder (truncs), and a process that saw every one of them made by
+ * itself knows its pages are clean (src/preload/map.c).
  */
 #ifndef KURA_MAPPED_H
 #define KURA_MAPPED_H
@@ -28,6 +37,10 @@ static inline int inode_mapped(struct kura_fs *fs, uint64_t ino)
 /* Frees file blocks [first, last) of ino, or, if it is mapped, gives the
  * data blocks to its holder and frees only the block-map nodes. */
 void mapped_release(struct kura_fs *fs, uint64_t ino, uint64_t first, uint64_t last);
+/* The slot's truncs as the calling thread's first and last truncations
+ * that fed a holder since the last kura_map_own_truncation left it (one
+ * call may release several ranges); 0: none. */
+extern __thread uint64_t mapped_own_first, mapped_own_last, mapped_own_n;
 /* With the mutex and a transaction, as the last map of ino goes (before
  * lock_map_dec takes the slot that names the holder away): frees its
  * holder, if it has one. */

@@ -241,10 +241,13 @@ KP_EXPORT int ftruncate(int fd, off_t len)
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(ftruncate)(fd, len);
+	uint64_t before;
+	kura_map_own_truncation(&before); /* from a fresh start */
 	int r = (int)kp_noted(e, kura_ftruncate(FS(e), e->kfd, len), 0, IN_MODIFY);
+	uint64_t after = kura_map_own_truncation(&before);
 	int64_t ino = r == 0 ? kura_fd_ino(FS(e), e->kfd) : -1;
 	if (ino > 0)
-		kp_map_truncated(e->mnt, (uint64_t)ino, (uint64_t)len);
+		kp_map_truncated(e->mnt, (uint64_t)ino, (uint64_t)len, before, after);
 	return (int)kp_ret(r);
 }
 KP_EXPORT int ftruncate64(int fd, off_t len) { return ftruncate(fd, len); }

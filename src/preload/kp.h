@@ -110,7 +110,7 @@ int kp_path_arg(const char *path);
 void kp_map_fixed(void);
 /* map.c: this process's shared maps of kura files. */
 int kp_map_sync_ino(int mnt, uint64_t ino);
-void kp_map_truncated(int mnt, uint64_t ino, uint64_t size);
+void kp_map_truncated(int mnt, uint64_t ino, uint64_t size, uint64_t before, uint64_t after);
 void kp_map_fork_prepare(void);
 void kp_map_fork_done(void);
 void kp_map_exec(int failed);

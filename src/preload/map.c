@@ -50,6 +50,10 @@ struct kp_map {
 	int mnt;
 	int prot;
 	int may_write;   /* the description was O_RDWR: mprotect may add PROT_WRITE */
+	uint64_t truncs; /* the file's count of truncations that kept blocks, when no page of
+			  * this map could show a kept block (src/mapped.h) */
+	size_t eof_pages; /* its last eof_pages pages are known to raise SIGBUS (0: none known),
+			   * which a truncation then need not cover again */
 };
 
 static pthread_mutex_t maps_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -128,6 +132,7 @@ static int cover(struct kp_map *m, size_t from, size_t to, int alloc)
 			size_t run = 1;
 			void *r;
 			char *at = m->addr + (p + i) * PAGE;
+			size_t first = p + i, npages = m->len / PAGE, eof_from = npages - m->eof_pages;
 			if (offs[i]) {
 				while (i + run < n && offs[i + run] == offs[i] + run * PAGE)
 					run++;
@@ -144,7 +149,16 @@ static int cover(struct kp_map *m, size_t from, size_t to, int alloc)
 					return -errno;
 				install_bus_handler();
 				r = REAL(mmap)(at, run * PAGE, m->prot, MAP_SHARED | MAP_FIXED, fd, 0);
+				if (r != MAP_FAILED && first + run >= eof_from && first < eof_from)
+					m->eof_pages = npages - first; /* joins the known tail */
+				i += run;
+				if (r == MAP_FAILED)
+					return -errno;
+				continue;
 			}
+			/* Pages within the file now: the known tail starts after them. */
+			if (first + run > eof_from)
+				m->eof_pages = npages - (first + run);
 			if (r == MAP_FAILED)
 				return -errno;
 			i += run;
@@ -183,6 +197,9 @@ static void *map_shared(void *addr, size_t len, int prot, int flags, struct kp_f
 	 * mmap (ENOMEM, as Linux) rather than a store later. */
 	int writable;
 	kura_map_fd(fs, &writable);
+	/* Read before any block is looked up: a truncation after it only
+	 * makes the count stale, never a page unaccounted for. */
+	m.truncs = kura_map_truncations(fs, m.ino);
 	int64_t sized = kura_map_blocks(fs, m.ino, m.off / PAGE, m.len / PAGE, writable, NULL);
 	err = sized < 0 ? (int)sized : cover(&m, 0, m.len / PAGE, 1);
 	if (!err) {
@@ -281,17 +298,23 @@ static void forget_range(const char *addr, size_t len)
 			right.addr = (char *)end;
 			right.len = (size_t)(mend - end);
 			right.off = m->off + (uint64_t)(end - m->addr);
+			if (right.eof_pages > right.len / PAGE)
+				right.eof_pages = right.len / PAGE;
 			m->len = (size_t)(addr - m->addr);
+			m->eof_pages = 0;
 			if (fs && !kura_map_repin(fs, m->ino) && add_map(&right))
 				kura_map_unpin(fs, right.ino);
 			continue; /* add_map may have moved the array; m is not used again */
 		}
 		if (keep_left) {
 			m->len = (size_t)(addr - m->addr);
+			m->eof_pages = 0;
 		} else if (keep_right) {
 			m->off += (uint64_t)(end - m->addr);
 			m->len = (size_t)(mend - end);
 			m->addr = (char *)end;
+			if (m->eof_pages > m->len / PAGE)
+				m->eof_pages = m->len / PAGE;
 		} else {
 			if (fs)
 				kura_map_unpin(fs, m->ino);
@@ -378,6 +401,7 @@ static void *remap_kura(struct kp_map *m0, void *old, size_t old_len, size_t new
 	m.off += (uint64_t)((char *)old - m.addr);
 	m.addr = old;
 	m.len = plen;
+	m.eof_pages = 0;
 	if (!(flags & MREMAP_FIXED) && nlen <= plen) {
 		if (nlen < plen)
 			munmap((char *)old + nlen, plen - nlen);
@@ -401,8 +425,10 @@ static void *remap_kura(struct kp_map *m0, void *old, size_t old_len, size_t new
 				pthread_mutex_lock(&maps_lock);
 				struct kp_map *r = find_map(old);
 				int grown = r && r->addr + r->len == (char *)old + plen;
-				if (grown)
+				if (grown) {
 					r->len += nlen - plen;
+					r->eof_pages = n.eof_pages; /* the tail is the grown part's */
+				}
 				int err = grown ? 0 : add_map(&n);
 				pthread_mutex_unlock(&maps_lock);
 				if (grown)
@@ -535,20 +561,37 @@ int kp_map_sync_ino(int mnt, uint64_t ino)
 
 /* After this process truncated a mapped file: its pages past the new end
  * raise SIGBUS, as on Linux.  (Other processes' maps keep showing the
- * blocks, which the engine keeps for them: see src/mapped.h.) */
-void kp_map_truncated(int mnt, uint64_t ino, uint64_t size)
+ * blocks, which the engine keeps for them: see src/mapped.h.)  The
+ * truncation moved the file's count of truncations that kept blocks from
+ * before to after (kura_map_own_truncation); a map clean at before is
+ * clean at after once covered, and if every map of the file anywhere is
+ * this process's and clean, the kept blocks can go now: a program that
+ * never unmaps would otherwise hold all it ever truncated. */
+void kp_map_truncated(int mnt, uint64_t ino, uint64_t size, uint64_t before, uint64_t after)
 {
 	if (!__atomic_load_n(&nmaps, __ATOMIC_RELAXED))
 		return;
+	uint64_t pins = 0, end_page = (size + PAGE - 1) / PAGE;
+	int clean = after != 0;
 	pthread_mutex_lock(&maps_lock);
 	for (size_t i = 0; i < nmaps; i++) {
 		struct kp_map *m = &maps[i];
-		uint64_t end_page = (size + PAGE - 1) / PAGE;
-		if (m->mnt != mnt || m->ino != ino || end_page >= (m->off + m->len) / PAGE)
+		if (m->mnt != mnt || m->ino != ino)
 			continue;
-		size_t from = end_page > m->off / PAGE ? (size_t)(end_page - m->off / PAGE) : 0;
-		cover(m, from, m->len / PAGE, 0);
+		size_t known = m->len / PAGE - m->eof_pages;
+		if (end_page < m->off / PAGE + known) {
+			size_t from = end_page > m->off / PAGE ? (size_t)(end_page - m->off / PAGE) : 0;
+			if (cover(m, from, known, 0))
+				clean = 0; /* its pages may still show what was cut off */
+		}
+		pins++;
+		if (after && m->truncs == before)
+			m->truncs = after;
+		clean &= m->truncs == after;
 	}
+	kura_fs *fs = clean && pins ? kp_fs(mnt) : NULL;
+	if (fs)
+		kura_map_trim(fs, ino, pins, after);
 	pthread_mutex_unlock(&maps_lock);
 }
 

@@ -25,7 +25,7 @@
 
 enum wk_kind {
 	K_CREAT, K_MKNOD, K_MKDIR, K_RMDIR, K_WRITE, K_PWRITE, K_FTRUNC, K_TRUNC, K_FALLOC, K_LINK, K_UNLINK,
-	K_RENAME, K_SYMLINK, K_FSYNC, K_CHMOD, K_CLOSE, K_OPEN, K_CLOSE_AUTO, K_MAPWRITE, K_SETXATTR, K_RMXATTR, K_SETACL, K_PINTRUNC,
+	K_RENAME, K_SYMLINK, K_FSYNC, K_CHMOD, K_CLOSE, K_OPEN, K_CLOSE_AUTO, K_MAPWRITE, K_SETXATTR, K_RMXATTR, K_SETACL, K_PINTRUNC, K_PINTRIM,
 };
 
 struct wk_op {
@@ -113,6 +113,10 @@ static const struct wk_op wk_table[] = {
 	/* A truncation while the file is mapped: its blocks go to a holder
 	 * orphan (src/mapped.h), freed at the unpin, or by recovery. */
 	{ "pintrunc:foo:100", K_PINTRUNC, 0, 0, 0, 100, 0, 0 },
+	/* The same, by a process that holds every pin of the file, whose
+	 * pages past the end are covered: the holder goes at once
+	 * (kura_map_trim), in a transaction of its own. */
+	{ "pintrim:foo:100", K_PINTRIM, 0, 0, 0, 100, 0, 0 },
 	/* Extended attributes: the first makes the pool's attribute directory,
 	 * a second on the same file rewrites its blob, a big one moves it. */
 	{ "setxattr:foo:user.a", K_SETXATTR, "foo", "user.a", 0, 0, 10, 0 },
@@ -380,11 +384,16 @@ static long wk_run(kura_fs *fs, struct wk_ctx *c, const struct wk_op *op)
 		wk_pattern(buf, op->len, c->seq, op->off);
 		r = wk_mapwrite(fs, wk_fd(c, op->slot), op->off, op->len, buf);
 		break;
-	case K_PINTRUNC: {
-		uint64_t ino;
+	case K_PINTRUNC:
+	case K_PINTRIM: {
+		uint64_t ino, before;
 		r = kura_map_pin(fs, wk_fd(c, op->slot), 1, &ino);
 		if (!r) {
+			kura_map_own_truncation(&before);
 			r = kura_ftruncate(fs, wk_fd(c, op->slot), op->off);
+			uint64_t after = kura_map_own_truncation(&before);
+			if (!r && op->kind == K_PINTRIM && after)
+				r = kura_map_trim(fs, ino, 1, after);
 			kura_map_unpin(fs, ino);
 		}
 		break;
