@@ -58,9 +58,9 @@ _kura()
 	ls) opts="-l -a --help" ;;
 	stat) opts="-L --help" ;;
 	run) opts="--pool --mount --help --" takes_value="--pool|--mount" ;;
-	stage-in) opts="--jobs --verify --help" takes_value="--jobs|-j" ;;
+	stage-in) opts="--jobs --verify --rclone --help" takes_value="--jobs|-j" ;;
 	mount) opts="-o -f --help" takes_value="-o" ;;
-	stage-out) opts="--jobs --verify --watch --settle --help" takes_value="--jobs|-j|--settle" ;;
+	stage-out) opts="--jobs --verify --watch --settle --rclone --help" takes_value="--jobs|-j|--settle" ;;
 	help)
 		[ "$cword" -eq 2 ] && COMPREPLY=($(compgen -W "$_kura_commands" -- "$cur"))
 		return ;;

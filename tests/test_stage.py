@@ -5,7 +5,9 @@ stage-out --watch streaming files out as they settle."""
 import os
 import signal
 import subprocess
+import shutil
 import time
+from pathlib import Path
 
 import pytest
 
@@ -138,3 +140,42 @@ def test_stage_usage_errors(pool, scratch):
         assert f"kura {args[0]}" in err_text(r) or "Try 'kura" in err_text(r)
     r = run("stage-in", scratch / "missing", f"{pool}:/x")
     assert r.returncode == 1 and "missing" in err_text(r) and "No such file" in err_text(r)
+
+
+def rclone_usable(pool):
+    if not shutil.which("rclone"):
+        pytest.skip("rclone is not installed")
+    if os.geteuid() != 0 or not os.path.exists("/dev/fuse"):
+        pytest.skip("kura mount (FUSE) needs root and /dev/fuse here")
+    r = run("mount", pool, "/nonexistent-dir")
+    if b"without FUSE" in r.stderr:
+        pytest.skip("this kura was built without FUSE")
+
+
+def test_stage_through_an_rclone_remote(pool, scratch):
+    """rclone as the transport to object storage, tried with its local
+    backend: out, back in, and again out (which copies nothing)."""
+    rclone_usable(pool)
+    src = scratch / "src"
+    many_files(src, 120, 3000)
+    (src / "link").symlink_to("d000/f001")
+    ok("import", src, f"{pool}:/t")
+    remote = scratch / "remote"
+    ok("stage-out", "--rclone", "--verify", "-j", "2", f"{pool}:/t", f":local:{remote}")
+    diff_r(src, remote)
+    ok("stage-in", "--rclone", f":local:{remote}", f"{pool}:/back")
+    out = scratch / "out"
+    ok("export", f"{pool}:/back", out)
+    diff_r(src, out)
+    before = {p: os.stat(p).st_ctime_ns for p in remote.rglob("f*")}
+    ok("stage-out", "--rclone", f"{pool}:/t", f":local:{remote}")
+    assert {p: os.stat(p).st_ctime_ns for p in remote.rglob("f*")} == before
+    assert not any(m for m in Path("/proc/mounts").read_text().splitlines() if "kura-rclone-" in m)
+    ok("fsck", pool)
+
+
+def test_stage_rclone_usage_errors(pool, scratch):
+    r = run("stage-out", "--rclone", "--watch", f"{pool}:/", ":local:/tmp/x")
+    assert r.returncode == 2 and "--watch does not go with --rclone" in err_text(r)
+    r = run("stage-out", "--rclone", f"{pool}:/", str(scratch / "plain-dir"))
+    assert r.returncode == 2 and "not an rclone remote" in err_text(r)

@@ -164,7 +164,10 @@ int cmd_stage_out(int argc, char **argv)
 	struct exp c = { .cmd = "stage-out", .so = &so };
 	int first, r = cli_copy_args(c.cmd, argc, argv, &so, 1, "POOL:/path and DST", &first);
 
-	return r >= 0 ? r : export_main(&c, argv[first], argv[first + 1]);
+	if (r >= 0)
+		return r;
+	return so.rclone ? cli_rclone_stage(c.cmd, 1, &so, argv[first], argv[first + 1])
+			 : export_main(&c, argv[first], argv[first + 1]);
 }
 
 /* c: cmd and so set, the rest zero. */

@@ -80,7 +80,10 @@ int cmd_stage_in(int argc, char **argv)
 	struct imp c = { .cmd = "stage-in", .so = &so };
 	int first, r = cli_copy_args(c.cmd, argc, argv, &so, 0, "SRC and POOL:/path", &first);
 
-	return r >= 0 ? r : import_main(&c, argv[first], argv[first + 1]);
+	if (r >= 0)
+		return r;
+	return so.rclone ? cli_rclone_stage(c.cmd, 0, &so, argv[first + 1], argv[first])
+			 : import_main(&c, argv[first], argv[first + 1]);
 }
 
 /* c: cmd and so set, the rest zero. */

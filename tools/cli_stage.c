@@ -181,6 +181,7 @@ int cli_stage_parse(const char *cmd, int argc, char **argv, int with_watch, stru
 		{ "verify", no_argument, NULL, 'v' },
 		{ "watch", no_argument, NULL, 'w' },
 		{ "settle", required_argument, NULL, 's' },
+		{ "rclone", no_argument, NULL, 'r' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int ch;
@@ -202,6 +203,9 @@ int cli_stage_parse(const char *cmd, int argc, char **argv, int with_watch, stru
 		case 'v':
 			o->verify = 1;
 			break;
+		case 'r':
+			o->rclone = 1;
+			break;
 		case 'w':
 		case 's':
 			if (!with_watch)
@@ -219,6 +223,8 @@ int cli_stage_parse(const char *cmd, int argc, char **argv, int with_watch, stru
 		}
 	}
 	o->first = optind;
+	if (o->rclone && o->watch)
+		return cli_usage_error(cmd, "--watch does not go with --rclone");
 	return 0;
 }
 

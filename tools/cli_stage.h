@@ -13,6 +13,7 @@ struct cli_stage_opts {
 	int verify;    /* compare each file's contents after its copy */
 	int watch;     /* stage-out: pass after pass until SIGINT/SIGTERM */
 	double settle; /* --watch: a file unchanged this long is no longer being written */
+	int rclone;    /* the host side is an rclone remote (cli_rclone.c) */
 	int first;     /* argv index of the first operand */
 };
 
@@ -50,4 +51,8 @@ int cli_stage_parse(const char *cmd, int argc, char **argv, int with_watch, stru
  * operand, or an exit status after --help or a usage message. */
 int cli_copy_args(const char *cmd, int argc, char **argv, struct cli_stage_opts *so, int with_watch,
 		  const char *operands, int *first);
+/* stage-in (out 0) or stage-out (out 1) between POOL:/path and an rclone
+ * remote, through a private `kura mount`; an exit status. */
+int cli_rclone_stage(const char *cmd, int out, const struct cli_stage_opts *so, const char *pool_arg,
+		     const char *remote);
 #endif

@@ -78,20 +78,23 @@ static const struct command commands[] = {
 	  "hard links are kept; owners too when run as root; FIFOs, sockets and\n"
 	  "(as root) device nodes too.  If /path is a regular file it is copied\n"
 	  "into DST under its own name.\n" },
-	{ "stage-in", cmd_stage_in, "stage-in [-j N] [--verify] SRC POOL:/path",
+	{ "stage-in", cmd_stage_in, "stage-in [-j N] [--verify] [--rclone] SRC POOL:/path",
 	  "Stage a host tree (a shared file system's, say) into a pool: import's\n"
 	  "copy, with N threads filling files (default 4) and files the pool\n"
 	  "already holds unchanged left alone (same size, modification time and\n"
 	  "mode), so running it again after an interruption goes on where it\n"
 	  "stopped.  --verify reads every copied file back and compares it.  On\n"
-	  "a terminal the progress line gives bytes/s, the share done and an ETA.\n" },
-	{ "stage-out", cmd_stage_out, "stage-out [-j N] [--verify] [--watch [--settle SECS]] POOL:/path DST",
+	  "a terminal the progress line gives bytes/s, the share done and an ETA.\n"
+	  "--rclone: SRC is an rclone remote (REMOTE:path, :backend:path), and\n"
+	  "rclone copies from it into the pool through a private kura mount.\n" },
+	{ "stage-out", cmd_stage_out, "stage-out [-j N] [--verify] [--watch [--settle SECS] | --rclone] POOL:/path DST",
 	  "Stage a pool tree out to a host directory: export's copy, with N\n"
 	  "threads (default 4), files DST already holds unchanged left alone\n"
 	  "(resumable), --verify as for stage-in.  --watch goes on after the\n"
 	  "first pass, copying each file that changes once it has not changed\n"
 	  "for SECS seconds (default 2: taken as closed and no longer written),\n"
-	  "until SIGINT or SIGTERM.\n" },
+	  "until SIGINT or SIGTERM.  --rclone: DST is an rclone remote, which\n"
+	  "rclone copies into from the pool through a private kura mount.\n" },
 	{ "run", cmd_run, "run [--pool POOL] [--mount PREFIX] [--] COMMAND [ARGS...]",
 	  "Run COMMAND with libkura.so preloaded: paths under PREFIX (default\n"
 	  "/kura) are served from POOL (default: the default pool, created if\n"
