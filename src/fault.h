@@ -22,6 +22,8 @@ enum kura_fault_kind {
 	                           the home writes it made are durable */
 	FAULT_MAP_UNRECORDED,   /* kura_map_sync only marks a map's blocks for the checkpoint:
 	                           msync returns with the stores in no journal record */
+	FAULT_SEAL_HOME_EARLY,  /* journal, fsync mode: a seal's record links blocks it wrote
+	                           home before they are durable */
 	FAULT_COUNT
 };
 

@@ -20,7 +20,7 @@
 uint64_t kura_journal_cap;
 int journal_replayed;
 
-#define JCTL_MAGIC 0x4c54434a4152554bull /* "KURAJCTL" */
+#define JCTL_MAGIC 0x3254434a4152554bull /* "KURAJCT2" */
 /* The head is written in one of two slots, by epoch, a sector apart: a
  * head torn by a crash leaves the other slot's, whose records replay onto
  * homes that already hold them, which redo records allow (see checkpoint). */
@@ -36,14 +36,49 @@ uint64_t journal_ctl_off(uint64_t pool_size)
 	return pool_size;
 }
 
+/* After the control block: the dirty map, the journaled map and the
+ * checkpoint's bitmap (a bit per block each), the pending masks (a word per
+ * block; shared memory is sparse, so an untouched stretch costs nothing) and
+ * the pending list, then the copy's undo log. */
+static uint64_t map_size(const struct kura_super *sb)
+{
+	return round_block((sb->nblocks + 63) / 64 * 8);
+}
+
+static uint64_t pend_max(const struct kura_super *sb)
+{
+	/* Bounds a seal's work and the time unsynced changes wait. */
+	return sb->nblocks < 65536 ? sb->nblocks : 65536;
+}
+
 static uint64_t dirty_off(const struct kura_super *sb)
 {
 	return sb->pool_size + KURA_BLOCK;
 }
 
+static uint64_t journaled_off(const struct kura_super *sb)
+{
+	return dirty_off(sb) + map_size(sb);
+}
+
+static uint64_t home_used_off(const struct kura_super *sb)
+{
+	return journaled_off(sb) + map_size(sb);
+}
+
+static uint64_t pend_mask_off(const struct kura_super *sb)
+{
+	return home_used_off(sb) + map_size(sb);
+}
+
+static uint64_t pend_list_off(const struct kura_super *sb)
+{
+	return pend_mask_off(sb) + round_block(sb->nblocks * 8);
+}
+
 uint64_t journal_undo_off(const struct kura_super *sb)
 {
-	return dirty_off(sb) + round_block((sb->nblocks + 63) / 64 * 8);
+	return pend_list_off(sb) + round_block(pend_max(sb) * 8);
 }
 
 uint64_t journal_copy_size(const struct kura_super *sb)
@@ -438,25 +473,63 @@ void journal_init(struct journal *j, struct media *m, const struct kura_super *s
 	j->m = m;
 	j->ctl = (struct jctl *)(m->base + journal_ctl_off(sb->pool_size));
 	j->dirty = (uint64_t *)(m->base + dirty_off(sb));
+	j->journaled = (uint64_t *)(m->base + journaled_off(sb));
+	j->home_used = (uint64_t *)(m->base + home_used_off(sb));
+	j->pend_mask = (uint64_t *)(m->base + pend_mask_off(sb));
+	j->pend_list = (uint64_t *)(m->base + pend_list_off(sb));
+	j->pend_max = pend_max(sb);
+	j->first_data = sb->first_data_block;
+	j->bitmap_off = sb->bitmap_block * KURA_BLOCK;
+	j->map_words = (sb->nblocks + 63) / 64;
 	j->head_off = sb->log_block * KURA_BLOCK;
 	j->rec_off = j->head_off + KURA_BLOCK;
 	j->cap = sb->log_blocks * KURA_BLOCK - KURA_BLOCK;
 	if (kura_journal_cap && kura_journal_cap < j->cap)
 		j->cap = kura_journal_cap;
 	j->nblocks = sb->nblocks;
-	(void)created;
+	/* Writing blocks home costs a second flush: worth it from 256 KiB on
+	 * (a quarter of a small journal), where the data would otherwise
+	 * cross the disk twice. */
+	j->home_min = j->cap / 4 / KURA_BLOCK;
+	if (j->home_min > 64)
+		j->home_min = 64;
+	if (!j->home_min)
+		j->home_min = 1;
+	/* A new copy is the pool file as it is on the disk: its bitmap is the
+	 * checkpoint's. */
+	if (created)
+		memcpy(j->home_used, media_ptr(m, j->bitmap_off), j->map_words * 8);
+}
+
+static void set_bits(uint64_t *map, uint64_t off, uint64_t len)
+{
+	for (uint64_t b = off >> KURA_BLOCK_SHIFT; b <= (off + len - 1) >> KURA_BLOCK_SHIFT; b++)
+		map[b / 64] |= 1ull << (b % 64);
+}
+
+static int bit(const uint64_t *map, uint64_t b)
+{
+	return map[b / 64] >> (b % 64) & 1;
 }
 
 static void mark_dirty(struct journal *j, uint64_t off, uint64_t len)
 {
-	for (uint64_t b = off >> KURA_BLOCK_SHIFT; b <= (off + len - 1) >> KURA_BLOCK_SHIFT; b++)
-		j->dirty[b / 64] |= 1ull << (b % 64);
+	set_bits(j->dirty, off, len);
+}
+
+/* A record's bytes (or a seal's home write) now define these blocks in
+ * the state recovery produces: they may no longer go home ahead of one. */
+static void mark_journaled(struct journal *j, uint64_t off, uint64_t len)
+{
+	set_bits(j->dirty, off, len);
+	set_bits(j->journaled, off, len);
 }
 
 void journal_mark_dirty(struct journal *j, uint64_t off, uint64_t len)
 {
+	/* Map stores are never sealed: the block must not go home early. */
 	if (len)
-		mark_dirty(j, off, len);
+		mark_journaled(j, off, len);
 }
 
 static void lock_flush(struct journal *j);
@@ -478,19 +551,34 @@ static uint64_t item_size(uint64_t len, int zero)
 	return sizeof(struct kura_jitem) + (zero ? 0 : (len + 7) & ~7ull);
 }
 
-static void put_item(struct journal *j, uint64_t *at, uint64_t off, uint64_t len, int zero)
+static void put_item_from(struct journal *j, uint64_t *at, uint64_t off, uint64_t len, int zero, const void *src)
 {
 	struct kura_jitem it = { .off = off, .len = (uint32_t)len, .flags = zero ? JITEM_ZERO : 0 };
 	media_store(j->m, *at, &it, sizeof it);
 	if (!zero) {
-		media_store(j->m, *at + sizeof it, media_ptr(j->m, off), len);
+		media_store(j->m, *at + sizeof it, src, len);
 		if (len % 8) {
 			static const uint8_t pad[8];
 			media_store(j->m, *at + sizeof it + len, pad, 8 - len % 8);
 		}
 	}
 	*at += item_size(len, zero);
-	mark_dirty(j, off, len);
+	mark_journaled(j, off, len);
+}
+
+static void put_item(struct journal *j, uint64_t *at, uint64_t off, uint64_t len, int zero)
+{
+	put_item_from(j, at, off, len, zero, media_ptr(j->m, off));
+}
+
+static void finish_record(struct journal *j, uint64_t pos, uint64_t at, uint64_t undo_epoch)
+{
+	uint64_t start = j->rec_off + pos;
+	struct kura_jrec r = { .epoch = j->ctl->epoch, .pos = pos, .undo_epoch = undo_epoch,
+			       .len = (uint32_t)(at - start) };
+	media_store(j->m, start, &r, sizeof r);
+	r.crc = rec_crc(media_ptr(j->m, start), r.len);
+	media_store(j->m, start + offsetof(struct kura_jrec, crc), &r.crc, sizeof r.crc);
 }
 
 /* A transaction too large for the journal even when empty writes what it
@@ -501,20 +589,260 @@ static void put_item(struct journal *j, uint64_t *at, uint64_t off, uint64_t len
 static int write_fresh_home(struct journal *j, const struct jtx *t)
 {
 	int err = 0;
-	for (size_t i = 0; i < t->nfresh && !err; i++)
+	for (size_t i = 0; i < t->nfresh && !err; i++) {
 		err = media_disk_write(j->m, t->fresh[i].off, media_ptr(j->m, t->fresh[i].off), t->fresh[i].len);
+		set_bits(j->journaled, t->fresh[i].off, t->fresh[i].len);
+	}
 	/* Fresh blocks written home stay clean in the copy's dirty map. */
 	FOR_EACH_LINE_RUN(t, off, len, {
-		if (!err && t->is_fresh(t->ctx, off >> KURA_BLOCK_SHIFT))
+		if (!err && t->is_fresh(t->ctx, off >> KURA_BLOCK_SHIFT)) {
 			err = media_disk_write(j->m, off, media_ptr(j->m, off), len);
+			set_bits(j->journaled, off, len);
+		}
 	});
 	return err ? err : media_disk_sync(j->m);
 }
 
 static int checkpoint(struct journal *j, const struct jtx *t);
 
+/* ---- the pending set (fsync mode; see journal.h) ---------------------------- */
+
+/* The most a block adds to a seal's record: every other line a run. */
+#define BLOCK_RECORD_MAX (KURA_BLOCK + KURA_BLOCK / MEDIA_LINE / 2 * sizeof(struct kura_jitem))
+/* A seal's record belongs to no transaction: a holder that dies before
+ * publishing it leaves it for journal_repair to erase. */
+#define SEAL_UNDO_EPOCH UINT64_MAX
+
+static __thread uint8_t view_buf[KURA_BLOCK];
+
+static int may_go_home(const struct journal *j, uint64_t b)
+{
+	return b >= j->first_data && !bit(j->home_used, b) && !bit(j->journaled, b);
+}
+
+/* Room a seal may need beyond the pending estimate: the blocks it could
+ * have written home, journaled after all because there are too few. */
+static uint64_t seal_slack(const struct journal *j)
+{
+	return sizeof(struct kura_jrec) + (j->home_min - 1) * BLOCK_RECORD_MAX;
+}
+
+/* The lines of [off, off + len), which lies in one block. */
+static uint64_t line_mask(uint64_t off, uint64_t len)
+{
+	uint64_t first = (off % KURA_BLOCK) / MEDIA_LINE, n = ((off + len - 1) % KURA_BLOCK) / MEDIA_LINE - first + 1;
+	return (n == 64 ? ~0ull : (1ull << n) - 1) << first;
+}
+
+/* Counts (add 0) or adds to the pending set (add 1) the blocks of a range. */
+static void pend_range(struct journal *j, uint64_t off, uint64_t len, int add, uint64_t *nnew, uint64_t *est)
+{
+	for (uint64_t end = off + len; off < end;) {
+		uint64_t b = off >> KURA_BLOCK_SHIFT, stop = (b + 1) << KURA_BLOCK_SHIFT;
+		if (stop > end)
+			stop = end;
+		uint64_t lines = line_mask(off, stop - off), fresh_lines = lines & ~j->pend_mask[b];
+		if (!add) {
+			/* A seal records a block's lines in runs: these lines add at
+			 * most themselves and one run. */
+			*nnew += !j->pend_mask[b];
+			if (fresh_lines && !may_go_home(j, b))
+				*est += (uint64_t)__builtin_popcountll(fresh_lines) * MEDIA_LINE + sizeof(struct kura_jitem);
+		} else {
+			/* Listed before its mask is set: a holder dying in between
+			 * leaves a listed block with no lines, which a seal skips,
+			 * never lines no seal will find. */
+			if (!j->pend_mask[b]) {
+				j->pend_list[j->ctl->pend_n] = b;
+				__atomic_store_n(&j->ctl->pend_n, j->ctl->pend_n + 1, __ATOMIC_RELEASE);
+			}
+			j->pend_mask[b] |= lines;
+			mark_dirty(j, off, stop - off);
+		}
+		off = stop;
+	}
+}
+
+static void pend_tx(struct journal *j, const struct jtx *t, int add, uint64_t *nnew, uint64_t *est)
+{
+	*nnew = *est = 0;
+	for (size_t i = 0; i < t->nfresh; i++)
+		pend_range(j, t->fresh[i].off, t->fresh[i].len, add, nnew, est);
+	FOR_EACH_LINE_RUN(t, off, len, pend_range(j, off, len, add, nnew, est));
+}
+
+static int pend_fits(const struct journal *j, uint64_t nnew, uint64_t est)
+{
+	return j->ctl->pend_n + nnew <= j->pend_max && j->ctl->staged + j->ctl->pend_est + est + seal_slack(j) <= j->cap;
+}
+
+/* block as a seal records it: the copy, or, inside transaction t, as the
+ * last committed transaction left it. */
+static const uint8_t *seal_view(struct journal *j, const struct jtx *t, uint64_t b)
+{
+	if (!t)
+		return media_ptr(j->m, b << KURA_BLOCK_SHIFT);
+	t->committed(t->ctx, b, view_buf);
+	return view_buf;
+}
+
+#define FOR_EACH_MASK_RUN(mask, first, n, body)                                                     \
+	for (unsigned l_ = 0; l_ < 64;) {                                                            \
+		if (!((mask) >> l_ & 1)) {                                                           \
+			l_++;                                                                        \
+			continue;                                                                    \
+		}                                                                                    \
+		unsigned e_ = l_;                                                                    \
+		while (e_ < 64 && ((mask) >> e_ & 1))                                                \
+			e_++;                                                                        \
+		uint64_t first = l_, n = e_ - l_;                                                    \
+		body;                                                                                \
+		l_ = e_;                                                                             \
+	}
+
+static int cmp_block(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Blocks of list[from, to) that go home, consecutive from list[i]: at most RUN. */
+static uint64_t home_run(const struct journal *j, const uint64_t *home, uint64_t i, uint64_t to)
+{
+	uint64_t r = 1;
+	while (r < 64 && i + r < to && bit(home, i + r) && j->pend_list[i + r] == j->pend_list[i] + r)
+		r++;
+	return r;
+}
+
+/* Turns the pending set into one staged record (writing its fresh blocks
+ * home first when there are enough of them); t is the transaction open
+ * meanwhile, or NULL.  Under the pool mutex. */
+static int seal(struct journal *j, const struct jtx *t)
+{
+	struct jctl *c = j->ctl;
+	int err = 0;
+	if (c->home_unsynced) {
+		/* A seal died after writing blocks home: their pages are in the
+		 * kernel's cache; they must be durable before any later record. */
+		if ((err = media_disk_sync(j->m)))
+			return err;
+		c->home_unsynced = 0;
+	}
+	uint64_t n = c->pend_n < j->pend_max ? c->pend_n : j->pend_max, k = 0;
+	if (!n)
+		return 0;
+	/* In block order, once each (a holder that died may have listed a
+	 * block twice), blocks with no lines dropped. */
+	qsort(j->pend_list, n, sizeof *j->pend_list, cmp_block);
+	for (uint64_t i = 0; i < n; i++) {
+		uint64_t b = j->pend_list[i];
+		if (b < j->nblocks && (!k || j->pend_list[k - 1] != b) && j->pend_mask[b])
+			j->pend_list[k++] = b;
+	}
+	__atomic_store_n(&c->pend_n, k, __ATOMIC_RELEASE);
+	uint64_t *home = calloc((k + 63) / 64 + 1, sizeof *home), nhome = 0;
+	for (uint64_t i = 0; home && i < k; i++)
+		if (may_go_home(j, j->pend_list[i])) {
+			home[i / 64] |= 1ull << (i % 64);
+			nhome++;
+		}
+	if (nhome < j->home_min)
+		memset(home, 0, home ? ((k + 63) / 64 + 1) * sizeof *home : 0), nhome = 0;
+	uint64_t need = sizeof(struct kura_jrec);
+	for (uint64_t i = 0; i < k; i++)
+		if (!home || !bit(home, i))
+			FOR_EACH_MASK_RUN(j->pend_mask[j->pend_list[i]], f, nl, (void)f; need += item_size(nl * MEDIA_LINE, 0));
+	if (c->staged + need > j->cap) {
+		free(home); /* commit_lazy's bound keeps this from happening */
+		return -ENOSPC;
+	}
+	/* Home first, and durable: nothing links these blocks in until the
+	 * record, and from then on recovery reads them from home. */
+	if (nhome) {
+		c->home_unsynced = 1;
+		for (uint64_t i = 0; i < k && !err;) {
+			if (!bit(home, i)) {
+				i++;
+				continue;
+			}
+			uint64_t b = j->pend_list[i], r = t ? 1 : home_run(j, home, i, k);
+			err = media_disk_write(j->m, b << KURA_BLOCK_SHIFT, seal_view(j, t, b), r * KURA_BLOCK);
+			set_bits(j->journaled, b << KURA_BLOCK_SHIFT, r * KURA_BLOCK);
+			i += r;
+		}
+		/* FAULT_SEAL_HOME_EARLY: an injected bug (crash tests only) */
+		if (!err && kura_fault != FAULT_SEAL_HOME_EARLY)
+			err = media_disk_sync(j->m);
+		if (err) {
+			free(home);
+			return err;
+		}
+		c->home_unsynced = 0;
+		c->sealed_home += nhome;
+	}
+	uint64_t pos = c->staged, at = j->rec_off + pos + sizeof(struct kura_jrec);
+	for (uint64_t i = 0; i < k; i++) {
+		uint64_t b = j->pend_list[i];
+		if (home && bit(home, i))
+			continue;
+		const uint8_t *v = seal_view(j, t, b);
+		FOR_EACH_MASK_RUN(j->pend_mask[b], f, nl,
+				  put_item_from(j, &at, (b << KURA_BLOCK_SHIFT) + f * MEDIA_LINE, nl * MEDIA_LINE, 0,
+						v + f * MEDIA_LINE));
+	}
+	free(home);
+	finish_record(j, pos, at, SEAL_UNDO_EPOCH);
+	__atomic_store_n(&c->staged, at - j->rec_off, __ATOMIC_RELEASE);
+	c->seals++;
+	/* Sealed.  A holder dying while this clears leaves masks that the next
+	 * seal records again as they are then, which is harmless. */
+	for (uint64_t i = 0; i < k; i++)
+		j->pend_mask[j->pend_list[i]] = 0;
+	c->pend_est = 0;
+	__atomic_store_n(&c->pend_n, 0, __ATOMIC_RELEASE);
+	return 0;
+}
+
+int journal_seal(struct journal *j)
+{
+	return j->sync_each_op ? 0 : seal(j, NULL);
+}
+
+/* fsync mode: t's lines join the pending set, sealing or checkpointing
+ * first when they would not fit.  1: t is too large for the set and takes
+ * the path of op mode (the set is empty then, so the order holds). */
+static int commit_lazy(struct journal *j, const struct jtx *t)
+{
+	uint64_t nnew, est;
+	pend_tx(j, t, 0, &nnew, &est);
+	if (!pend_fits(j, nnew, est)) {
+		int err = seal(j, t);
+		if (err)
+			return err;
+		pend_tx(j, t, 0, &nnew, &est);
+		if (!pend_fits(j, nnew, est) && j->ctl->staged) {
+			if ((err = checkpoint(j, t)))
+				return err;
+			pend_tx(j, t, 0, &nnew, &est);
+		}
+		if (!pend_fits(j, nnew, est))
+			return 1;
+	}
+	/* The estimate first: a holder that dies mid-way leaves it too high. */
+	__atomic_store_n(&j->ctl->pend_est, j->ctl->pend_est + est, __ATOMIC_RELEASE);
+	pend_tx(j, t, 1, &nnew, &est);
+	j->pending_end = j->ctl->staged;
+	return 0;
+}
+
 int journal_commit(struct journal *j, const struct jtx *t)
 {
+	if (!j->sync_each_op) {
+		int r = commit_lazy(j, t);
+		if (r <= 0)
+			return r;
+	}
 	uint64_t need = sizeof(struct kura_jrec), in_place = need;
 	for (size_t i = 0; i < t->nfresh; i++)
 		need += item_size(t->fresh[i].len, t->fresh[i].zero);
@@ -549,12 +877,8 @@ int journal_commit(struct journal *j, const struct jtx *t)
 		if (!big || !t->is_fresh(t->ctx, off >> KURA_BLOCK_SHIFT))
 			put_item(j, &at, off, len, 0);
 	});
-	struct kura_jrec r = { .epoch = j->ctl->epoch, .pos = pos, .undo_epoch = t->undo_epoch,
-			       .len = (uint32_t)(at - start) };
-	media_store(j->m, start, &r, sizeof r);
-	r.crc = rec_crc(media_ptr(j->m, start), r.len);
-	media_store(j->m, start + offsetof(struct kura_jrec, crc), &r.crc, sizeof r.crc);
-	j->pending_end = pos + r.len;
+	finish_record(j, pos, at, t->undo_epoch);
+	j->pending_end = at - j->rec_off;
 	return 0;
 }
 
@@ -636,6 +960,10 @@ static void finish_dead_checkpoint(struct journal *j)
 	const struct kura_journal_head *h = current_head(block);
 	if (h && h->epoch == j->ctl->epoch + 1 && media_disk_sync(j->m) == 0) {
 		memset(j->dirty, 0, (j->nblocks + 63) / 64 * 8);
+		memset(j->journaled, 0, j->map_words * 8);
+		/* The bitmap it checkpointed is gone: no block goes home ahead
+		 * of its record until the next checkpoint. */
+		memset(j->home_used, 0xff, j->map_words * 8);
 		j->ctl->lsn_base += j->ctl->staged;
 		j->ctl->staged = j->ctl->durable = 0;
 		j->ctl->epoch = h->epoch;
@@ -716,12 +1044,26 @@ int journal_sync_all(struct journal *j)
  * already hold their bytes, which changes nothing: every block written home
  * outside a record (write_fresh_home) was written before the epoch's first
  * record, so in each byte the last record to touch it has the final say. */
+/* The bitmap of the state a checkpoint writes home: which blocks are free
+ * there, and so may go home ahead of a record this epoch. */
+static void snapshot_bitmap(struct journal *j, const struct jtx *t)
+{
+	uint64_t bytes = j->map_words * 8;
+	for (uint64_t done = 0; done < bytes; done += KURA_BLOCK)
+		memcpy((uint8_t *)j->home_used + done, seal_view(j, t, (j->bitmap_off + done) >> KURA_BLOCK_SHIFT),
+		       bytes - done < KURA_BLOCK ? bytes - done : KURA_BLOCK);
+}
+
 static int checkpoint(struct journal *j, const struct jtx *t)
 {
 	enum { RUN = 64 };
 	static __thread uint8_t buf[RUN * KURA_BLOCK];
+	/* Every change in a record first: homes may take only journaled bytes. */
+	int err = seal(j, t);
+	if (err)
+		return err;
 	lock_flush(j);
-	int err = write_pending(j);
+	err = write_pending(j);
 	for (uint64_t b = 0; b < j->nblocks && !err;) {
 		if (!(j->dirty[b / 64] >> (b % 64) & 1)) {
 			b = j->dirty[b / 64] >> (b % 64) ? b + 1 : (b | 63) + 1;
@@ -746,6 +1088,8 @@ static int checkpoint(struct journal *j, const struct jtx *t)
 	}
 	if (!err) {
 		memset(j->dirty, 0, (j->nblocks + 63) / 64 * 8);
+		memset(j->journaled, 0, j->map_words * 8);
+		snapshot_bitmap(j, t);
 		j->ctl->lsn_base += j->ctl->staged;
 		j->ctl->staged = j->ctl->durable = 0;
 		j->ctl->epoch++;
@@ -762,6 +1106,11 @@ int journal_checkpoint(struct journal *j)
 
 void journal_repair(struct journal *j, uint64_t undo_head_epoch)
 {
+	/* A holder that died mid-checkpoint holds the flush mutex too: finish
+	 * its checkpoint now, before this holder stages anything in an epoch
+	 * that finishing it would then discard. */
+	lock_flush(j);
+	unlock_flush(j);
 	uint64_t pos = j->ctl->staged;
 	const uint8_t *rec = media_ptr(j->m, j->rec_off + pos);
 	struct kura_super sb = { .log_block = j->head_off / KURA_BLOCK, .log_blocks = (j->cap / KURA_BLOCK) + 1,
@@ -770,10 +1119,10 @@ void journal_repair(struct journal *j, uint64_t undo_head_epoch)
 	if (!len)
 		return;
 	const struct kura_jrec *r = (const void *)rec;
-	if (r->undo_epoch + 1 == undo_head_epoch) {
+	if (r->undo_epoch != SEAL_UNDO_EPOCH && r->undo_epoch + 1 == undo_head_epoch) {
 		for (uint32_t at = sizeof *r; at < len;) {
 			const struct kura_jitem *it = (const void *)(rec + at);
-			mark_dirty(j, it->off, it->len);
+			mark_journaled(j, it->off, it->len);
 			at += item_stored(it);
 		}
 		__atomic_store_n(&j->ctl->staged, pos + len, __ATOMIC_RELEASE);

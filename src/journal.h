@@ -12,10 +12,25 @@
  * pool in tmpfs, undo log and all, so a process that dies mid-operation is
  * rolled back by the next locker as there.
  *
- * Durability.  When a transaction commits, the bytes it changed in the copy
- * (its dirty lines and the fresh blocks it filled) are appended as one
- * checksummed record to the journal's staging area, which is the log region
- * of the copy, at the offset the record will have in the pool file.  A sync
+ * Durability.  In KURA_SYNC=op, when a transaction commits, the bytes it
+ * changed in the copy (its dirty lines and the fresh blocks it filled) are
+ * appended as one checksummed record to the journal's staging area, which
+ * is the log region of the copy, at the offset the record will have in the
+ * pool file.  In KURA_SYNC=fsync nothing needs to be durable before a sync,
+ * so a commit only notes which lines it changed (the pending set: a mask of
+ * lines per block and a list of the blocks); a sync, under the pool mutex
+ * so that the copy sits between two operations, seals the pending set into
+ * one record of those lines as they are now.  One record per sync keeps
+ * every operation atomic and in order (a crash shows the state of some
+ * sync), writes a line changed a thousand times once, and costs a commit
+ * no copying.  A large seal writes its fresh blocks home instead (ordered
+ * data, as ext4's data=ordered): a block that was free when the journal
+ * last began (the checkpoint's bitmap) and that no record of this epoch
+ * has touched is free in every state recovery can produce until the
+ * record that links it in, so it may go home first, synced before that
+ * record; the journal then carries only metadata, and data are written
+ * once instead of twice.  Small seals journal everything: one flush, not
+ * two.  A sync
  * writes the staged records not yet on the disk with one pwrite and makes
  * them durable with one fdatasync: one flush, shared by every transaction
  * staged meanwhile, whichever thread or process committed it (group
@@ -63,6 +78,10 @@ struct jctl {
 	pthread_mutex_t flush; /* robust, process-shared: whoever holds it writes for all */
 	uint32_t flush_seq;    /* bumped when a flush ends: the futex followers sleep on */
 	uint32_t sleepers;     /* followers asleep on it (a dead one only costs a wake) */
+	uint64_t pend_n;       /* blocks in the pending list (fsync mode; see above) */
+	uint64_t pend_est;     /* record bytes sealing them may need: an upper bound */
+	uint64_t home_unsynced; /* a seal wrote blocks home and may have died before syncing them */
+	uint64_t seals, sealed_home; /* seals, and blocks they wrote home */
 };
 _Static_assert(sizeof(struct jctl) <= KURA_BLOCK, "the control block has one pool block before the dirty map");
 
@@ -70,6 +89,12 @@ struct journal {
 	struct media *m;
 	struct jctl *ctl;
 	uint64_t *dirty;           /* one bit per pool block changed since the last checkpoint */
+	uint64_t *journaled;       /* one bit per block a record (or a seal's home write) set this epoch */
+	uint64_t *home_used;       /* the bitmap as the last checkpoint left it (1: in use) */
+	uint64_t *pend_mask;       /* per block: its lines changed since the last seal */
+	uint64_t *pend_list;       /* the blocks with a pending mask (duplicates possible) */
+	uint64_t pend_max, first_data, bitmap_off, map_words;
+	uint64_t home_min;         /* fresh blocks a seal needs to write them home instead */
 	uint64_t head_off;         /* the pool's log region */
 	uint64_t rec_off, cap;     /* where records go, and how many bytes fit */
 	uint64_t nblocks;
@@ -120,8 +145,12 @@ void journal_enter(struct journal *j);
 void journal_leave(struct journal *j);
 
 /* Under the pool mutex: stages t's record (checkpointing first if it does
- * not fit).  0 or -errno; on error nothing is staged. */
+ * not fit), or in fsync mode adds its lines to the pending set.  0 or
+ * -errno; on error nothing is staged. */
 int journal_commit(struct journal *j, const struct jtx *t);
+/* Under the pool mutex, no transaction open: turns the pending set into a
+ * staged record (fsync mode; nothing to do otherwise).  0 or -errno. */
+int journal_seal(struct journal *j);
 /* Blocks a writable shared map shows: a checkpoint writes them home
  * whether or not a record ever carried their stores. */
 void journal_mark_dirty(struct journal *j, uint64_t off, uint64_t len);

@@ -29,7 +29,8 @@ enum media_event {
 	                  pairs of uint64_t, and len = their count */
 	MEDIA_MARK,    /* annotation for the crash harness: off = kind, len = arg */
 	MEDIA_DISK_WRITE, /* file back end: data, len bytes written to the pool file at off */
-	MEDIA_DISK_SYNC,  /* file back end: every disk write before it is durable */
+	MEDIA_DISK_SYNC,  /* file back end: every disk write before it is durable; with len,
+	                     only those to [off, off + len) (the end of an O_DSYNC write) */
 };
 
 /* A tracer sees every event before it takes effect on the mapping. */

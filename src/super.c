@@ -461,8 +461,13 @@ int fs_sync(struct kura_fs *fs)
 {
 	/* In op mode every operation that returned is durable already; one in
 	 * flight (another thread's, another process's) need not be. */
-	if (fs->tx.j && !fs->j.sync_each_op)
-		return journal_sync_all(&fs->j);
+	if (fs->tx.j && !fs->j.sync_each_op) {
+		/* The pending changes become a record between two operations. */
+		take_lock(fs);
+		int err = journal_seal(&fs->j);
+		lock_release(&fs->lk);
+		return err ? err : journal_sync_all(&fs->j);
+	}
 	return fs->m.io_err ? -EIO : 0;
 }
 

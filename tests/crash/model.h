@@ -15,9 +15,9 @@
  * Model file (the file back end, journal.h): the engine runs on a working
  * copy in shared memory, which a machine crash loses whole, so its stores
  * are not modelled; the pool file changes only by the writes the back end
- * hands the tracer (MEDIA_DISK_WRITE), and a sync (MEDIA_DISK_SYNC:
- * fdatasync, or the end of an O_DSYNC write) makes every one before it
- * durable.  The unit is the 4 KiB page: the kernel may write any dirty page
+ * hands the tracer (MEDIA_DISK_WRITE), and a sync (MEDIA_DISK_SYNC) makes
+ * every one before it durable: an fdatasync all of them, the end of an
+ * O_DSYNC write only those to its own pages.  The unit is the 4 KiB page: the kernel may write any dirty page
  * back at any moment with what it holds then, a program-order prefix of
  * the writes to it; pages are independent.
  */
@@ -292,8 +292,10 @@ static int pm_event(struct pmodel *m, const struct trace *t, const struct tev *e
 			pm_store(m, e->off, d, e->len, 0);
 		if (e->kind != MEDIA_DISK_SYNC)
 			return 0;
+		/* A sync with a range (an O_DSYNC write) makes only its pages durable. */
 		for (size_t i = 0; i < m->npl; i++)
-			m->pl[i].flushed = m->pl[i].n;
+			if (!e->len || (m->pl[i].line * m->unit < e->off + e->len && (m->pl[i].line + 1) * m->unit > e->off))
+				m->pl[i].flushed = m->pl[i].n;
 		return 1;
 	}
 	switch (e->kind) {
