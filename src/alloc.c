@@ -45,8 +45,31 @@ static uint64_t reuse_recent(struct kura_fs *fs, int zero)
 	while (fs->nrecent_free) {
 		uint64_t b = fs->recent_free[--fs->nrecent_free];
 		uint64_t bits = bitmap_word(fs, b / 64);
-		if (b < fs->nblocks && b >= fs->first_data_block && !((bits >> (b % 64)) & 1))
+		if (b < fs->nblocks && b >= fs->first_data_block && !((bits >> (b % 64)) & 1) &&
+		    (tx_cheap_word(&fs->tx, b / 64) >> (b % 64) & 1))
 			return claim(fs, b, bits, zero);
+	}
+	return 0;
+}
+
+/* Next-fit over at most limit words from the hint, taking only blocks the
+ * journal calls cheap when cheap is set. */
+static uint64_t next_fit(struct kura_fs *fs, int zero, int cheap, uint64_t limit)
+{
+	uint64_t nwords = (fs->nblocks + 63) / 64;
+	uint64_t start = fs->alloc_hint / 64;
+	if (start >= nwords)
+		start = 0;
+	for (uint64_t i = 0; i < nwords && i < limit; i++) {
+		uint64_t w = (start + i) % nwords;
+		uint64_t bits = bitmap_word(fs, w), free = ~bits & (cheap ? tx_cheap_word(&fs->tx, w) : ~0ull);
+		if (!free)
+			continue;
+		uint64_t b = w * 64 + (uint64_t)__builtin_ctzll(free);
+		if (b >= fs->nblocks)
+			continue;
+		fs->alloc_hint = b + 1;
+		return claim(fs, b, bits, zero);
 	}
 	return 0;
 }
@@ -66,23 +89,15 @@ uint64_t alloc_block(struct kura_fs *fs, int zero)
 	uint64_t b = reuse_recent(fs, zero);
 	if (b || t->err)
 		return b;
-	uint64_t nwords = (fs->nblocks + 63) / 64;
-	uint64_t start = fs->alloc_hint / 64;
-	if (start >= nwords)
-		start = 0;
-	for (uint64_t i = 0; i < nwords; i++) {
-		uint64_t w = (start + i) % nwords;
-		uint64_t bits = bitmap_word(fs, w);
-		if (bits == ~0ull)
-			continue;
-		b = w * 64 + (uint64_t)__builtin_ctzll(~bits);
-		if (b >= fs->nblocks)
-			continue;
-		fs->alloc_hint = b + 1;
-		return claim(fs, b, bits, zero);
-	}
-	tx_fail(t, -ENOSPC);
-	return 0;
+	/* A disk pool in fsync mode writes a block that was free at its last
+	 * checkpoint once, any other through the journal too (journal.h):
+	 * such blocks first, searched a bounded stretch ahead. */
+	b = next_fit(fs, zero, 1, 4096);
+	if (!b && !t->err)
+		b = next_fit(fs, zero, 0, UINT64_MAX);
+	if (!b && !t->err)
+		tx_fail(t, -ENOSPC);
+	return b;
 }
 
 void alloc_free(struct kura_fs *fs, uint64_t block)

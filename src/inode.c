@@ -449,7 +449,9 @@ ssize_t inode_write(struct kura_fs *fs, uint64_t ino, const void *buf, size_t le
 	if (kura_fault == FAULT_SIZE_BEFORE_DATA && off + len > ip->size) /* injected bug (crash tests only) */
 		media_store64(&fs->m, INO_FIELD_OFF(ino, size), off + len), media_persist(&fs->m, INO_FIELD_OFF(ino, size), 8);
 	/* A block some process maps is what its map shows: it is overwritten
-	 * in place (under the log) rather than replaced. */
+	 * in place (under the log) rather than replaced.  So is a block the
+	 * disk has not seen yet (fsync mode), which a fresh one would only
+	 * add to what the next sync writes. */
 	int mapped = inode_mapped(fs, ino);
 	size_t done = 0;
 	while (done < len && !t->err) {
@@ -459,7 +461,7 @@ ssize_t inode_write(struct kura_fs *fs, uint64_t ino, const void *buf, size_t le
 		uint64_t fb = pos >> KURA_BLOCK_SHIFT;
 		uint64_t b = bmap_get(fs, ip, fb);
 		const char *src = (const char *)buf + done;
-		if (b && (n < KURA_BLOCK || mapped)) {
+		if (b && (n < KURA_BLOCK || mapped || tx_rewrite_in_place(t, b))) {
 			tx_write(t, block_off(b) + in, src, n);
 		} else {
 			/* New block, or a whole-block overwrite: fill a fresh block

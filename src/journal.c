@@ -804,6 +804,16 @@ static int seal(struct journal *j, const struct jtx *t)
 	return 0;
 }
 
+int journal_rewrite_in_place(const struct journal *j, uint64_t block)
+{
+	return !j->sync_each_op && block < j->nblocks && may_go_home(j, block);
+}
+
+uint64_t journal_cheap_word(const struct journal *j, uint64_t w)
+{
+	return j->sync_each_op || w >= j->map_words ? ~0ull : ~j->home_used[w] & ~j->journaled[w];
+}
+
 int journal_seal(struct journal *j)
 {
 	return j->sync_each_op ? 0 : seal(j, NULL);

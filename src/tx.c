@@ -252,6 +252,16 @@ void tx_mark_fresh(struct tx *t, uint64_t block)
 		tx_fail(t, -ENOMEM);
 }
 
+uint64_t tx_cheap_word(struct tx *t, uint64_t w)
+{
+	return t->j ? journal_cheap_word(t->j, w) : ~0ull;
+}
+
+int tx_rewrite_in_place(struct tx *t, uint64_t block)
+{
+	return t->j && journal_rewrite_in_place(t->j, block);
+}
+
 int tx_is_fresh(struct tx *t, uint64_t block)
 {
 	return set_get(&t->fresh, t->stamp, block, NULL) != NULL;

@@ -88,6 +88,12 @@ void tx_mark_fresh(struct tx *t, uint64_t block);
  * journal records them; pmem flushes them), without undo. */
 void tx_note_changed(struct tx *t, uint64_t off, size_t len);
 int tx_is_fresh(struct tx *t, uint64_t block);
+/* Whether overwriting block whole is cheaper in place than in a fresh
+ * block (the journal's view: journal_rewrite_in_place). */
+int tx_rewrite_in_place(struct tx *t, uint64_t block);
+/* The blocks of bitmap word w the journal would rather see allocated
+ * (journal_cheap_word); all of them without a journal. */
+uint64_t tx_cheap_word(struct tx *t, uint64_t w);
 void tx_fail(struct tx *t, int err);
 /* Returns 0, or the sticky error after rolling back. */
 int tx_commit(struct tx *t);
