@@ -36,8 +36,9 @@ uint64_t journal_ctl_off(uint64_t pool_size)
 	return pool_size;
 }
 
-/* After the control block: the dirty map, the journaled map and the
- * checkpoint's bitmap (a bit per block each), the pending masks (a word per
+/* After the control block: the dirty map, the journaled map, the
+ * checkpoint's bitmap and the blocks writable maps show (a bit per block
+ * each), the pending masks (a word per
  * block; shared memory is sparse, so an untouched stretch costs nothing) and
  * the pending list, then the copy's undo log. */
 static uint64_t map_size(const struct kura_super *sb)
@@ -66,9 +67,14 @@ static uint64_t home_used_off(const struct kura_super *sb)
 	return journaled_off(sb) + map_size(sb);
 }
 
-static uint64_t pend_mask_off(const struct kura_super *sb)
+static uint64_t map_stores_off(const struct kura_super *sb)
 {
 	return home_used_off(sb) + map_size(sb);
+}
+
+static uint64_t pend_mask_off(const struct kura_super *sb)
+{
+	return map_stores_off(sb) + map_size(sb);
 }
 
 static uint64_t pend_list_off(const struct kura_super *sb)
@@ -475,6 +481,7 @@ void journal_init(struct journal *j, struct media *m, const struct kura_super *s
 	j->dirty = (uint64_t *)(m->base + dirty_off(sb));
 	j->journaled = (uint64_t *)(m->base + journaled_off(sb));
 	j->home_used = (uint64_t *)(m->base + home_used_off(sb));
+	j->map_stores = (uint64_t *)(m->base + map_stores_off(sb));
 	j->pend_mask = (uint64_t *)(m->base + pend_mask_off(sb));
 	j->pend_list = (uint64_t *)(m->base + pend_list_off(sb));
 	j->pend_max = pend_max(sb);
@@ -528,8 +535,10 @@ static void mark_journaled(struct journal *j, uint64_t off, uint64_t len)
 void journal_mark_dirty(struct journal *j, uint64_t off, uint64_t len)
 {
 	/* Map stores are never sealed: the block must not go home early. */
-	if (len)
+	if (len) {
 		mark_journaled(j, off, len);
+		set_bits(j->map_stores, off, len);
+	}
 }
 
 static void lock_flush(struct journal *j);
@@ -737,8 +746,14 @@ static int seal(struct journal *j, const struct jtx *t)
 	qsort(j->pend_list, n, sizeof *j->pend_list, cmp_block);
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t b = j->pend_list[i];
-		if (b < j->nblocks && (!k || j->pend_list[k - 1] != b) && j->pend_mask[b])
+		if (b < j->nblocks && (!k || j->pend_list[k - 1] != b) && j->pend_mask[b]) {
+			/* A map's stores are in the copy with no line of their own:
+			 * some lines of such a block would tear the page the kernel
+			 * writes whole, so the seal takes all of it. */
+			if (bit(j->map_stores, b))
+				j->pend_mask[b] = ~0ull;
 			j->pend_list[k++] = b;
+		}
 	}
 	__atomic_store_n(&c->pend_n, k, __ATOMIC_RELEASE);
 	uint64_t *home = calloc((k + 63) / 64 + 1, sizeof *home), nhome = 0;
@@ -971,6 +986,7 @@ static void finish_dead_checkpoint(struct journal *j)
 	if (h && h->epoch == j->ctl->epoch + 1 && media_disk_sync(j->m) == 0) {
 		memset(j->dirty, 0, (j->nblocks + 63) / 64 * 8);
 		memset(j->journaled, 0, j->map_words * 8);
+		memset(j->map_stores, 0, j->map_words * 8);
 		/* The bitmap it checkpointed is gone: no block goes home ahead
 		 * of its record until the next checkpoint. */
 		memset(j->home_used, 0xff, j->map_words * 8);
@@ -1099,6 +1115,7 @@ static int checkpoint(struct journal *j, const struct jtx *t)
 	if (!err) {
 		memset(j->dirty, 0, (j->nblocks + 63) / 64 * 8);
 		memset(j->journaled, 0, j->map_words * 8);
+		memset(j->map_stores, 0, j->map_words * 8);
 		snapshot_bitmap(j, t);
 		j->ctl->lsn_base += j->ctl->staged;
 		j->ctl->staged = j->ctl->durable = 0;

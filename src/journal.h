@@ -94,6 +94,7 @@ struct journal {
 	uint64_t *dirty;           /* one bit per pool block changed since the last checkpoint */
 	uint64_t *journaled;       /* one bit per block a record (or a seal's home write) set this epoch */
 	uint64_t *home_used;       /* the bitmap as the last checkpoint left it (1: in use) */
+	uint64_t *map_stores;      /* blocks a writable map showed this epoch */
 	uint64_t *pend_mask;       /* per block: its lines changed since the last seal */
 	uint64_t *pend_list;       /* the blocks with a pending mask (duplicates possible) */
 	uint64_t pend_max, first_data, bitmap_off, map_words;

@@ -83,7 +83,7 @@ int main(int argc, char **argv)
 	 * mode a record holds everything since the last sync, and data blocks
 	 * go home without one: a smaller journal fills as fast. */
 	if (cfg.file)
-		kura_journal_cap = cfg.fsync_mode ? 8192 : 12 * 1024;
+		kura_journal_cap = 12 * 1024;
 	if (full) {
 		cfg.point_budget = 160;
 		cfg.exh_bound = 256;

@@ -770,20 +770,21 @@ static int ex_traced(struct ex *x)
 	fs->m.tracer.event = ex_record_tracer;
 	fs->m.tracer.ctx = &x->tr;
 	int bad = -1;
+	long bad_r = 0;
 	kura_fault = x->cfg.fault;
 	for (int j = 0; j < x->nops; j++) {
 		media_mark(&fs->m, 'O', (uint64_t)j + 1);
 		long r = wk_run(fs, &c, x->ops[j]);
 		media_mark(&fs->m, 'o', (uint64_t)j + 1);
 		if (r != x->res[j] && bad < 0)
-			bad = j;
+			bad = j, bad_r = r;
 	}
 	kura_fault = FAULT_NONE;
 	fs->m.tracer.event = NULL;
 	kura_unmount(fs);
 	if (bad >= 0 && !x->cfg.fault) {
-		fprintf(stderr, "harness: entry %d (%s) returned differently in the traced run\n", bad + 1,
-			x->ops[bad]->name);
+		fprintf(stderr, "harness: entry %d (%s) returned %ld in the traced run, %ld before\n", bad + 1,
+			x->ops[bad]->name, bad_r, x->res[bad]);
 		return -1;
 	}
 	return 0;
