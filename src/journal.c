@@ -26,6 +26,13 @@ int journal_replayed;
  * homes that already hold them, which redo records allow (see checkpoint). */
 #define HEAD_SLOT_SPAN 2048u
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 static uint64_t round_block(uint64_t n)
 {
 	return (n + KURA_BLOCK - 1) & ~(uint64_t)(KURA_BLOCK - 1);
@@ -662,6 +669,8 @@ static void pend_range(struct journal *j, uint64_t off, uint64_t len, int add, u
 			 * leaves a listed block with no lines, which a seal skips,
 			 * never lines no seal will find. */
 			if (!j->pend_mask[b]) {
+				if (!j->ctl->pend_n)
+					j->ctl->pend_since = now_ns();
 				j->pend_list[j->ctl->pend_n] = b;
 				__atomic_store_n(&j->ctl->pend_n, j->ctl->pend_n + 1, __ATOMIC_RELEASE);
 			}
@@ -829,6 +838,12 @@ uint64_t journal_cheap_word(const struct journal *j, uint64_t w)
 	return j->sync_each_op || w >= j->map_words ? ~0ull : ~j->home_used[w] & ~j->journaled[w];
 }
 
+int journal_sync_due(const struct journal *j)
+{
+	return !j->sync_each_op && __atomic_load_n(&j->ctl->pend_n, __ATOMIC_ACQUIRE) &&
+	       now_ns() - __atomic_load_n(&j->ctl->pend_since, __ATOMIC_ACQUIRE) > JOURNAL_COMMIT_NS;
+}
+
 int journal_seal(struct journal *j)
 {
 	return j->sync_each_op ? 0 : seal(j, NULL);
@@ -924,13 +939,6 @@ void journal_enter(struct journal *j)
 void journal_leave(struct journal *j)
 {
 	__atomic_store_n(&j->ctl->committing, 0, __ATOMIC_RELEASE);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* Group commit.  An operation takes a few microseconds and a flush about a

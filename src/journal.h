@@ -85,6 +85,7 @@ struct jctl {
 	uint64_t pend_est;     /* record bytes sealing them may need: an upper bound */
 	uint64_t home_unsynced; /* a seal wrote blocks home and may have died before syncing them */
 	uint64_t seals, sealed_home; /* seals, and blocks they wrote home */
+	uint64_t pend_since;   /* CLOCK_MONOTONIC ns when the pending set last became non-empty */
 };
 _Static_assert(sizeof(struct jctl) <= KURA_BLOCK, "the control block has one pool block before the dirty map");
 
@@ -160,6 +161,11 @@ int journal_rewrite_in_place(const struct journal *j, uint64_t block);
  * allocated now (fsync mode: free at the last checkpoint, carried by no
  * record since); all of them in op mode, where every block costs the same. */
 uint64_t journal_cheap_word(const struct journal *j, uint64_t w);
+/* fsync mode: changes have waited in the pending set longer than ext4's
+ * commit interval, so the operation that notices makes them durable (there
+ * is no thread to do it while the pool is idle).  Racy by design: a hint. */
+#define JOURNAL_COMMIT_NS 5000000000ull
+int journal_sync_due(const struct journal *j);
 /* Under the pool mutex, no transaction open: turns the pending set into a
  * staged record (fsync mode; nothing to do otherwise).  0 or -errno. */
 int journal_seal(struct journal *j);

@@ -421,6 +421,10 @@ int fs_end(struct kura_fs *fs, int ret)
 		if (err)
 			ret = err;
 	}
+	/* This operation is done whatever the sync says: a failed one sets
+	 * io_err, which the next change reports. */
+	if (fs->tx.j && ret >= 0 && journal_sync_due(&fs->j) && !lock_held_here(&fs->lk))
+		fs_sync(fs);
 	return ret;
 }
 

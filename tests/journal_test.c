@@ -318,6 +318,26 @@ static void test_seal_writes_home(void)
 	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean after the crash");
 }
 
+/* fsync mode: changes that waited longer than the commit interval are made
+ * durable by the next operation, as ext4 commits every 5 s. */
+static void test_commit_interval(void)
+{
+	kura_fs *fs = mount_mode(KURA_SYNC_FSYNC);
+	if (!fs)
+		return;
+	int fd = kura_open(fs, "/interval", O_CREAT | O_RDWR, 0644);
+	syncs = 0;
+	kura_pwrite(fs, fd, "a", 1, 0);
+	kura_pwrite(fs, fd, "b", 1, 1);
+	CHECK(syncs == 0 && fs->j.ctl->pend_n > 0, "fresh changes wait for a sync (%lu syncs)", syncs);
+	fs->j.ctl->pend_since -= JOURNAL_COMMIT_NS + 1000000000ull; /* as if they were made 6 s ago */
+	kura_pwrite(fs, fd, "c", 1, 2);
+	CHECK(syncs >= 1 && fs->j.ctl->pend_n == 0, "the next operation after the interval syncs them (%lu syncs, "
+	      "%llu blocks pending)", syncs, (unsigned long long)fs->j.ctl->pend_n);
+	kura_close(fs, fd);
+	kura_unmount(fs);
+}
+
 int main(void)
 {
 	snprintf(pool, sizeof pool, "journal-%d.pool", (int)getpid());
@@ -327,6 +347,7 @@ int main(void)
 	test_killed_and_crashed();
 	test_full_journal();
 	test_seal_writes_home();
+	test_commit_interval();
 	remove_copy();
 	unlink(pool);
 	printf("%d passed, %d failed\n", passed, failed);
