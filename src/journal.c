@@ -541,11 +541,18 @@ static void mark_journaled(struct journal *j, uint64_t off, uint64_t len)
 
 void journal_mark_dirty(struct journal *j, uint64_t off, uint64_t len)
 {
-	/* Map stores are never sealed: the block must not go home early. */
-	if (len) {
-		mark_journaled(j, off, len);
-		set_bits(j->map_stores, off, len);
-	}
+	/* Map stores are never sealed: the block must not go home early.  A
+	 * pending block becomes whole in the next seal, which the estimate
+	 * must cover (if it no longer fits, the seal keeps to the lines). */
+	if (!len)
+		return;
+	mark_journaled(j, off, len);
+	for (uint64_t b = off >> KURA_BLOCK_SHIFT; b <= (off + len - 1) >> KURA_BLOCK_SHIFT; b++)
+		if (!bit(j->map_stores, b)) {
+			if (j->pend_mask[b])
+				j->ctl->pend_est += KURA_BLOCK + sizeof(struct kura_jitem);
+			j->map_stores[b / 64] |= 1ull << (b % 64);
+		}
 }
 
 static void lock_flush(struct journal *j);
@@ -660,9 +667,12 @@ static void pend_range(struct journal *j, uint64_t off, uint64_t len, int add, u
 		uint64_t lines = line_mask(off, stop - off), fresh_lines = lines & ~j->pend_mask[b];
 		if (!add) {
 			/* A seal records a block's lines in runs: these lines add at
-			 * most themselves and one run. */
+			 * most themselves and one run; a block a map showed goes
+			 * whole (see seal). */
 			*nnew += !j->pend_mask[b];
-			if (fresh_lines && !may_go_home(j, b))
+			if (bit(j->map_stores, b))
+				*est += j->pend_mask[b] ? 0 : KURA_BLOCK + sizeof(struct kura_jitem);
+			else if (fresh_lines && !may_go_home(j, b))
 				*est += (uint64_t)__builtin_popcountll(fresh_lines) * MEDIA_LINE + sizeof(struct kura_jitem);
 		} else {
 			/* Listed before its mask is set: a holder dying in between
@@ -756,11 +766,6 @@ static int seal(struct journal *j, const struct jtx *t)
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t b = j->pend_list[i];
 		if (b < j->nblocks && (!k || j->pend_list[k - 1] != b) && j->pend_mask[b]) {
-			/* A map's stores are in the copy with no line of their own:
-			 * some lines of such a block would tear the page the kernel
-			 * writes whole, so the seal takes all of it. */
-			if (bit(j->map_stores, b))
-				j->pend_mask[b] = ~0ull;
 			j->pend_list[k++] = b;
 		}
 	}
@@ -773,10 +778,28 @@ static int seal(struct journal *j, const struct jtx *t)
 		}
 	if (nhome < j->home_min)
 		memset(home, 0, home ? ((k + 63) / 64 + 1) * sizeof *home : 0), nhome = 0;
-	uint64_t need = sizeof(struct kura_jrec);
+	uint64_t need = sizeof(struct kura_jrec), whole = 0;
 	for (uint64_t i = 0; i < k; i++)
-		if (!home || !bit(home, i))
-			FOR_EACH_MASK_RUN(j->pend_mask[j->pend_list[i]], f, nl, (void)f; need += item_size(nl * MEDIA_LINE, 0));
+		if (!home || !bit(home, i)) {
+			uint64_t b = j->pend_list[i];
+			FOR_EACH_MASK_RUN(j->pend_mask[b], f, nl, (void)f; need += item_size(nl * MEDIA_LINE, 0));
+			if (bit(j->map_stores, b) && ~j->pend_mask[b])
+				whole += item_size(KURA_BLOCK, 0);
+		}
+	/* A map's stores are in the copy with no line of their own: some lines
+	 * of such a block would tear the page the kernel writes whole, so the
+	 * seal takes all of it, unless a map came after the block's lines were
+	 * counted and the whole blocks no longer fit (maps promise no more). */
+	if (whole && c->staged + need + whole <= j->cap) {
+		for (uint64_t i = 0; i < k; i++)
+			if ((!home || !bit(home, i)) && bit(j->map_stores, j->pend_list[i]))
+				j->pend_mask[j->pend_list[i]] = ~0ull;
+		need = 0;
+		for (uint64_t i = 0; i < k; i++)
+			if (!home || !bit(home, i))
+				FOR_EACH_MASK_RUN(j->pend_mask[j->pend_list[i]], f, nl, (void)f; need += item_size(nl * MEDIA_LINE, 0));
+		need += sizeof(struct kura_jrec);
+	}
 	if (c->staged + need > j->cap) {
 		free(home); /* commit_lazy's bound keeps this from happening */
 		return -ENOSPC;
