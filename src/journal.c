@@ -539,17 +539,20 @@ static void mark_journaled(struct journal *j, uint64_t off, uint64_t len)
 	set_bits(j->journaled, off, len);
 }
 
+static int may_go_home(const struct journal *j, uint64_t b);
+
 void journal_mark_dirty(struct journal *j, uint64_t off, uint64_t len)
 {
-	/* Map stores are never sealed: the block must not go home early.  A
-	 * pending block becomes whole in the next seal, which the estimate
-	 * must cover (if it no longer fits, the seal keeps to the lines). */
+	/* A checkpoint writes the block home whatever a record carried.  A
+	 * pending block that a seal journals becomes whole there, which the
+	 * estimate should cover (if it no longer fits, the seal keeps to the
+	 * lines); one that goes home goes whole anyway. */
 	if (!len)
 		return;
-	mark_journaled(j, off, len);
+	mark_dirty(j, off, len);
 	for (uint64_t b = off >> KURA_BLOCK_SHIFT; b <= (off + len - 1) >> KURA_BLOCK_SHIFT; b++)
 		if (!bit(j->map_stores, b)) {
-			if (j->pend_mask[b])
+			if (j->pend_mask[b] && !may_go_home(j, b))
 				j->ctl->pend_est += KURA_BLOCK + sizeof(struct kura_jitem);
 			j->map_stores[b / 64] |= 1ull << (b % 64);
 		}
@@ -670,9 +673,11 @@ static void pend_range(struct journal *j, uint64_t off, uint64_t len, int add, u
 			 * most themselves and one run; a block a map showed goes
 			 * whole (see seal). */
 			*nnew += !j->pend_mask[b];
-			if (bit(j->map_stores, b))
+			if (may_go_home(j, b))
+				;
+			else if (bit(j->map_stores, b))
 				*est += j->pend_mask[b] ? 0 : KURA_BLOCK + sizeof(struct kura_jitem);
-			else if (fresh_lines && !may_go_home(j, b))
+			else if (fresh_lines)
 				*est += (uint64_t)__builtin_popcountll(fresh_lines) * MEDIA_LINE + sizeof(struct kura_jitem);
 		} else {
 			/* Listed before its mask is set: a holder dying in between
