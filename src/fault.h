@@ -24,6 +24,8 @@ enum kura_fault_kind {
 	                           msync returns with the stores in no journal record */
 	FAULT_SEAL_HOME_EARLY,  /* journal, fsync mode: a seal's record links blocks it wrote
 	                           home before they are durable */
+	FAULT_MAP_HOME_UNRECORDED, /* journal: a checkpoint writes a page a map showed home as the
+	                           copy shows it, stores no record carries included */
 	FAULT_COUNT
 };
 

@@ -539,23 +539,31 @@ static void mark_journaled(struct journal *j, uint64_t off, uint64_t len)
 	set_bits(j->journaled, off, len);
 }
 
-static int may_go_home(const struct journal *j, uint64_t b);
-
 void journal_mark_dirty(struct journal *j, uint64_t off, uint64_t len)
 {
 	/* A checkpoint writes the block home whatever a record carried.  A
-	 * pending block that a seal journals becomes whole there, which the
-	 * estimate should cover (if it no longer fits, the seal keeps to the
-	 * lines); one that goes home goes whole anyway. */
+	 * pending block that a map now shows must be sealed before the map
+	 * can store into it: its pending lines hold a transaction's bytes now,
+	 * but would hold some of the map's too by the time a seal took them,
+	 * and some lines of a map's stores tear the page the kernel writes
+	 * whole.  The map is made once this operation returns, so the commit
+	 * that ends it seals first (commit_lazy); from then on the block is
+	 * counted whole whenever it is pending. */
 	if (!len)
 		return;
 	mark_dirty(j, off, len);
 	for (uint64_t b = off >> KURA_BLOCK_SHIFT; b <= (off + len - 1) >> KURA_BLOCK_SHIFT; b++)
 		if (!bit(j->map_stores, b)) {
-			if (j->pend_mask[b] && !may_go_home(j, b))
-				j->ctl->pend_est += KURA_BLOCK + sizeof(struct kura_jitem);
+			if (j->pend_mask[b])
+				j->seal_first = 1;
 			j->map_stores[b / 64] |= 1ull << (b % 64);
 		}
+}
+
+void journal_forget_map(struct journal *j, uint64_t block)
+{
+	if (block < j->nblocks)
+		j->map_stores[block / 64] &= ~(1ull << (block % 64));
 }
 
 static void lock_flush(struct journal *j);
@@ -882,6 +890,12 @@ int journal_seal(struct journal *j)
  * the path of op mode (the set is empty then, so the order holds). */
 static int commit_lazy(struct journal *j, const struct jtx *t)
 {
+	if (j->seal_first) {
+		int err = seal(j, t);
+		if (err)
+			return err;
+		j->seal_first = 0;
+	}
 	uint64_t nnew, est;
 	pend_tx(j, t, 0, &nnew, &est);
 	if (!pend_fits(j, nnew, est)) {
@@ -1020,9 +1034,11 @@ static void finish_dead_checkpoint(struct journal *j)
 		return;
 	const struct kura_journal_head *h = current_head(block);
 	if (h && h->epoch == j->ctl->epoch + 1 && media_disk_sync(j->m) == 0) {
-		memset(j->dirty, 0, (j->nblocks + 63) / 64 * 8);
+		/* It may have died before writing the copy's view of the
+		 * map-shown blocks home (see checkpoint): the next one does. */
+		for (uint64_t w = 0; w < (j->nblocks + 63) / 64; w++)
+			j->dirty[w] &= j->map_stores[w];
 		memset(j->journaled, 0, j->map_words * 8);
-		memset(j->map_stores, 0, j->map_words * 8);
 		/* The bitmap it checkpointed is gone: no block goes home ahead
 		 * of its record until the next checkpoint. */
 		memset(j->home_used, 0xff, j->map_words * 8);
@@ -1099,13 +1115,96 @@ int journal_sync_all(struct journal *j)
 	return journal_sync(j, 0);
 }
 
-/* Every dirty block goes home as the last committed transaction left it
+/* The super block fields that checking and replaying records look at. */
+static struct kura_super region_super(const struct journal *j)
+{
+	return (struct kura_super){ .log_block = j->head_off / KURA_BLOCK, .log_blocks = j->cap / KURA_BLOCK + 1,
+				    .pool_size = j->nblocks * KURA_BLOCK };
+}
+
+static int map_shown(const struct journal *j, uint64_t b)
+{
+	return bit(j->map_stores, b) && kura_fault != FAULT_MAP_HOME_UNRECORDED; /* injected bug: crash tests only */
+}
+
+/* ---- checkpoints ------------------------------------------------------------
+
+ * Every dirty block goes home as the last committed transaction left it
  * (t, when a transaction is open, gives those), then a new head retires the
  * records.  Order: records durable, homes durable, head.  A crash before
  * the head is durable replays the old epoch's records onto homes that
- * already hold their bytes, which changes nothing: every block written home
- * outside a record (write_fresh_home) was written before the epoch's first
- * record, so in each byte the last record to touch it has the final say. */
+ * already hold their bytes, which changes nothing, provided that a home
+ * holds no byte newer than the last record to touch it: every block written
+ * home outside a record (write_fresh_home, a seal's home blocks) was
+ * written before any record of the epoch touched it, so in each byte the
+ * last record to touch it has the final say.
+ *
+ * A block a writable map has shown breaks that proviso: the map stores
+ * into the copy without telling kura, so the copy may hold bytes that no
+ * record carries, after records that touched the same page.  Written home
+ * as the copy shows it, such a page would come back from a crash before
+ * the head half old and half new: the records undo the bytes they cover
+ * and leave the rest.  So it goes home first as recovery would rebuild it
+ * (its home as on the disk, then every record of the epoch in order), and
+ * only once the head has retired those records, as the copy shows it, if
+ * that differs (before any record of the new epoch, so the proviso holds
+ * there too).  That last write is not synced: the stores it carries were
+ * never promised durable (msync records them), and the page goes to the
+ * disk whole or not at all.  A map may show a block across epochs, so the
+ * mark stays until the block is allocated again (journal_forget_map). */
+
+struct rebuild {
+	const uint64_t *blocks; /* ascending */
+	size_t n;
+	uint8_t *buf;           /* n blocks */
+};
+
+static void apply_rebuild(void *ctx, uint64_t off, const void *src, uint32_t len)
+{
+	const struct rebuild *r = ctx;
+	for (uint64_t b = off >> KURA_BLOCK_SHIFT; b <= (off + len - 1) >> KURA_BLOCK_SHIFT; b++) {
+		const uint64_t *hit = bsearch(&b, r->blocks, r->n, sizeof *r->blocks, cmp_block);
+		if (!hit)
+			continue;
+		uint64_t start = b << KURA_BLOCK_SHIFT, from = off > start ? off : start,
+			 to = off + len < start + KURA_BLOCK ? off + len : start + KURA_BLOCK;
+		memcpy(r->buf + (size_t)(hit - r->blocks) * KURA_BLOCK + (from - start), (const uint8_t *)src + (from - off),
+		       to - from);
+	}
+}
+
+static int read_home(struct journal *j, uint64_t b, uint8_t *to)
+{
+	ssize_t n = pread(j->m->disk_fd, to, KURA_BLOCK, (off_t)(b << KURA_BLOCK_SHIFT));
+	return n == KURA_BLOCK ? 0 : n < 0 ? -errno : -EIO;
+}
+
+/* Writes blocks home as recovery would rebuild them now. */
+static int write_rebuilt(struct journal *j, const uint64_t *blocks, size_t n, uint8_t *buf)
+{
+	int err = 0;
+	for (size_t i = 0; i < n && !err; i++)
+		err = read_home(j, blocks[i], buf + i * KURA_BLOCK);
+	if (err)
+		return err;
+	struct kura_super sb = region_super(j);
+	struct rebuild r = { blocks, n, buf };
+	replay_region(&sb, media_ptr(j->m, j->head_off), j->ctl->epoch, apply_rebuild, &r);
+	for (size_t i = 0; i < n && !err; i++)
+		err = media_disk_write(j->m, blocks[i] << KURA_BLOCK_SHIFT, buf + i * KURA_BLOCK, KURA_BLOCK);
+	return err;
+}
+
+/* Runs body for each dirty block b that a map has shown. */
+#define FOR_EACH_MAP_SHOWN(j, b, body)                                                              \
+	for (uint64_t w_ = 0; w_ < ((j)->nblocks + 63) / 64; w_++)                                  \
+		for (uint64_t m_ = (j)->dirty[w_] & (j)->map_stores[w_]; m_; m_ &= m_ - 1) {        \
+			uint64_t b = w_ * 64 + (uint64_t)__builtin_ctzll(m_);                       \
+			if (b >= (j)->nblocks || !map_shown(j, b))                                  \
+				continue;                                                           \
+			body;                                                                       \
+		}
+
 /* The bitmap of the state a checkpoint writes home: which blocks are free
  * there, and so may go home ahead of a record this epoch. */
 static void snapshot_bitmap(struct journal *j, const struct jtx *t)
@@ -1127,12 +1226,13 @@ static int checkpoint(struct journal *j, const struct jtx *t)
 	lock_flush(j);
 	err = write_pending(j);
 	for (uint64_t b = 0; b < j->nblocks && !err;) {
-		if (!(j->dirty[b / 64] >> (b % 64) & 1)) {
+		if (!(j->dirty[b / 64] >> (b % 64) & 1) || map_shown(j, b)) {
 			b = j->dirty[b / 64] >> (b % 64) ? b + 1 : (b | 63) + 1;
 			continue;
 		}
 		uint64_t n = 0;
-		while (b + n < j->nblocks && n < RUN && (j->dirty[(b + n) / 64] >> ((b + n) % 64) & 1)) {
+		while (b + n < j->nblocks && n < RUN && (j->dirty[(b + n) / 64] >> ((b + n) % 64) & 1) &&
+		       !map_shown(j, b + n)) {
 			if (t)
 				t->committed(t->ctx, b + n, buf + n * KURA_BLOCK);
 			n++;
@@ -1140,23 +1240,47 @@ static int checkpoint(struct journal *j, const struct jtx *t)
 		err = media_disk_write(j->m, b << KURA_BLOCK_SHIFT, t ? buf : media_ptr(j->m, b << KURA_BLOCK_SHIFT), n * KURA_BLOCK);
 		b += n;
 	}
+	uint64_t shown[RUN];
+	size_t nshown = 0;
+	FOR_EACH_MAP_SHOWN(j, b, {
+		if (err)
+			break;
+		shown[nshown++] = b;
+		if (nshown == RUN) {
+			err = write_rebuilt(j, shown, nshown, buf);
+			nshown = 0;
+		}
+	});
+	if (!err && nshown)
+		err = write_rebuilt(j, shown, nshown, buf);
 	/* FAULT_CHECKPOINT_EARLY: an injected bug (crash tests only) */
 	if (!err && kura_fault != FAULT_CHECKPOINT_EARLY)
 		err = media_disk_sync(j->m);
 	if (!err) {
-		struct media *m = j->m;
 		struct kura_super sb = { .log_block = j->head_off / KURA_BLOCK };
-		err = write_head(m, &sb, j->ctl->epoch + 1, j->ctl->nonce);
+		err = write_head(j->m, &sb, j->ctl->epoch + 1, j->ctl->nonce);
 	}
 	if (!err) {
-		memset(j->dirty, 0, (j->nblocks + 63) / 64 * 8);
+		/* Retired: now the copy's view of the map-shown blocks. */
+		int carry_err = 0;
+		FOR_EACH_MAP_SHOWN(j, b, {
+			if (carry_err)
+				break;
+			const uint8_t *v = seal_view(j, t, b);
+			if (!(carry_err = read_home(j, b, buf)) && memcmp(buf, v, KURA_BLOCK))
+				carry_err = media_disk_write(j->m, b << KURA_BLOCK_SHIFT, v, KURA_BLOCK);
+		});
+		/* A carry that failed leaves the map-shown blocks dirty, for the
+		 * next checkpoint to write home. */
+		for (uint64_t w = 0; w < (j->nblocks + 63) / 64; w++)
+			j->dirty[w] &= carry_err ? j->map_stores[w] : 0;
 		memset(j->journaled, 0, j->map_words * 8);
-		memset(j->map_stores, 0, j->map_words * 8);
 		snapshot_bitmap(j, t);
 		j->ctl->lsn_base += j->ctl->staged;
 		j->ctl->staged = j->ctl->durable = 0;
 		j->ctl->epoch++;
 		j->ctl->checkpoints++;
+		err = carry_err;
 	}
 	unlock_flush(j);
 	return err;
@@ -1176,8 +1300,7 @@ void journal_repair(struct journal *j, uint64_t undo_head_epoch)
 	unlock_flush(j);
 	uint64_t pos = j->ctl->staged;
 	const uint8_t *rec = media_ptr(j->m, j->rec_off + pos);
-	struct kura_super sb = { .log_block = j->head_off / KURA_BLOCK, .log_blocks = (j->cap / KURA_BLOCK) + 1,
-				 .pool_size = j->nblocks * KURA_BLOCK };
+	struct kura_super sb = region_super(j);
 	uint32_t len = rec_check(&sb, rec, j->cap - pos, j->ctl->epoch, pos);
 	if (!len)
 		return;

@@ -95,7 +95,7 @@ struct journal {
 	uint64_t *dirty;           /* one bit per pool block changed since the last checkpoint */
 	uint64_t *journaled;       /* one bit per block a record (or a seal's home write) set this epoch */
 	uint64_t *home_used;       /* the bitmap as the last checkpoint left it (1: in use) */
-	uint64_t *map_stores;      /* blocks a writable map showed this epoch */
+	uint64_t *map_stores;      /* blocks a writable map has shown, until allocated again (see checkpoint) */
 	uint64_t *pend_mask;       /* per block: its lines changed since the last seal */
 	uint64_t *pend_list;       /* the blocks with a pending mask (duplicates possible) */
 	uint64_t pend_max, first_data, bitmap_off, map_words;
@@ -105,6 +105,7 @@ struct journal {
 	uint64_t nblocks;
 	uint64_t pending_end;      /* staged position once the transaction being committed is published */
 	int sync_each_op;          /* KURA_SYNC=op: fs_end waits for its record to be durable */
+	int seal_first;            /* a map came to a pending block: seal before the next commit */
 };
 
 struct jrange {
@@ -172,6 +173,9 @@ int journal_seal(struct journal *j);
 /* Blocks a writable shared map shows: a checkpoint writes them home
  * whether or not a record ever carried their stores. */
 void journal_mark_dirty(struct journal *j, uint64_t off, uint64_t len);
+/* A block just allocated, which no map can show: it loses the care a
+ * checkpoint takes of map-shown blocks until a map shows it again. */
+void journal_forget_map(struct journal *j, uint64_t block);
 /* After the undo log retired the transaction: the record counts.  Returns
  * the log sequence number that journal_sync must reach for it. */
 uint64_t journal_publish(struct journal *j);

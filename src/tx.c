@@ -250,6 +250,9 @@ void tx_mark_fresh(struct tx *t, uint64_t block)
 	int created;
 	if (!set_get(&t->fresh, t->stamp, block, &created))
 		tx_fail(t, -ENOMEM);
+	/* It was free, so no map shows it. */
+	if (t->j)
+		journal_forget_map(t->j, block);
 }
 
 uint64_t tx_cheap_word(struct tx *t, uint64_t w)
@@ -525,13 +528,16 @@ int tx_commit(struct tx *t)
 		/* The copy is memory: nothing to flush.  The record is staged,
 		 * then the undo records retire, which is the commit point in the
 		 * copy (journal_repair tells the two apart for a dead holder),
-		 * then the record counts. */
-		int err = (t->nlines || t->nfresh_list) ? journal_stage(t) : 0;
+		 * then the record counts.  A transaction that changed nothing
+		 * still commits when the journal must seal (a map came to a
+		 * pending block: journal_mark_dirty). */
+		int stage = t->nlines || t->nfresh_list || t->j->seal_first;
+		int err = stage ? journal_stage(t) : 0;
 		if (err) {
 			tx_abort(t);
 			return err;
 		}
-		if (t->nlines || t->nfresh_list) {
+		if (stage) {
 			retire_records(t);
 			t->commit_lsn = journal_publish(t->j);
 		}

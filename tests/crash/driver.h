@@ -48,6 +48,11 @@ static const char *const drv_scenarios[] = {
 	 * unlink, then new identities; and the same through rename */
 	"unlink:G/solo,creat:baz,mkdir:D,unlink:B/foo",
 	"rename:G/solo:A/solo,unlink:A/bar,creat:A/C/new",
+	/* a page a map wrote, after records of the same page, at a checkpoint
+	 * (file model: the 12 KiB journal fills) and in a seal */
+	"pwrite:foo:5000@3000,mapwrite:foo:6k@1000",
+	"mapwrite:foo:10@100,falloc:foo:0+16k,falloc:foo:punch,mapwrite:foo:6k@1000",
+	"pwrite:foo:2@63,append4k:foo,mapwrite:foo:6k@1000,unlink:G/solo",
 };
 
 /* Every table entry alone, then the fixed scenarios. */
