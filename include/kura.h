@@ -41,6 +41,11 @@
 extern "C" {
 #endif
 
+/* libkura.so exports this API and the calls it interposes, nothing else:
+ * the engine's own functions are hidden, so that a program or library with
+ * a function of the same name (crc32c, say) keeps calling its own. */
+#pragma GCC visibility push(default)
+
 typedef struct kura_fs kura_fs;
 
 /* ---- pools ------------------------------------------------------------ */
@@ -407,6 +412,8 @@ int kura_info(kura_fs *fs, struct kura_info *info);
  * reason then also goes to `report`). */
 typedef void (*kura_report_fn)(void *ctx, const char *line);
 int kura_fsck(const char *pool_path, int repair, kura_report_fn report, void *ctx);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -193,6 +193,23 @@ def test_exec_and_dlopen_from_pool(env, tmp_path):
     assert (r.returncode, r.stdout) == (0, "42\nscript arg\nscript viapath\n"), r.stderr
 
 
+def test_own_functions_keep_their_names(env, tmp_path):
+    """A library with a function named like one of kura's own (crc32c,
+    fs_sync, alloc_block) keeps it: libkura.so, loaded first, exports only
+    its API and the calls it interposes."""
+    (tmp_path / "mine.c").write_text(
+        "int crc32c(void) { return 1; }\nint fs_sync(void) { return 2; }\nint alloc_block(void) { return 3; }\n")
+    (tmp_path / "main.c").write_text(
+        "#include <stdio.h>\nint crc32c(void); int fs_sync(void); int alloc_block(void);\n"
+        'int main(void) { printf("%d %d %d\\n", crc32c(), fs_sync(), alloc_block()); return 0; }\n')
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "libmine.so"), str(tmp_path / "mine.c")],
+                   check=True)
+    subprocess.run(["gcc", "-o", str(tmp_path / "main"), str(tmp_path / "main.c"), "-L", str(tmp_path), "-lmine",
+                    f"-Wl,-rpath,{tmp_path}"], check=True)
+    r = subprocess.run([str(tmp_path / "main")], env=env["env"], capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout) == (0, "1 2 3\n"), r.stderr
+
+
 DLCHECK = r"""
 #include <dlfcn.h>
 #include <stdio.h>
