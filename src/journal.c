@@ -637,7 +637,7 @@ static int write_fresh_home(struct journal *j, const struct jtx *t)
 	return err ? err : media_disk_sync(j->m);
 }
 
-static int checkpoint(struct journal *j, const struct jtx *t);
+static int checkpoint(struct journal *j, const struct jtx *t, uint64_t reserve);
 
 /* ---- the pending set (fsync mode; see journal.h) ---------------------------- */
 
@@ -904,7 +904,7 @@ static int commit_lazy(struct journal *j, const struct jtx *t)
 			return err;
 		pend_tx(j, t, 0, &nnew, &est);
 		if (!pend_fits(j, nnew, est) && j->ctl->staged) {
-			if ((err = checkpoint(j, t)))
+			if ((err = checkpoint(j, t, est + seal_slack(j))))
 				return err;
 			pend_tx(j, t, 0, &nnew, &est);
 		}
@@ -937,12 +937,14 @@ int journal_commit(struct journal *j, const struct jtx *t)
 	if (big && in_place > j->cap)
 		return -ENOSPC;
 	uint64_t pos = j->ctl->staged;
-	/* The large path must open a new epoch: see checkpoint(). */
+	/* The large path must open a new epoch: see checkpoint().  Its first
+	 * record may carry blocks a map showed, but never blocks this
+	 * transaction took fresh, which no map can show yet. */
 	if (big || pos + need > j->cap) {
-		int err = checkpoint(j, t);
+		int err = checkpoint(j, t, big ? in_place : need);
 		if (err)
 			return err;
-		pos = 0;
+		pos = j->ctl->staged;
 	}
 	if (big) {
 		int err = write_fresh_home(j, t);
@@ -1144,14 +1146,14 @@ static int map_shown(const struct journal *j, uint64_t b)
  * record carries, after records that touched the same page.  Written home
  * as the copy shows it, such a page would come back from a crash before
  * the head half old and half new: the records undo the bytes they cover
- * and leave the rest.  So it goes home first as recovery would rebuild it
- * (its home as on the disk, then every record of the epoch in order), and
- * only once the head has retired those records, as the copy shows it, if
- * that differs (before any record of the new epoch, so the proviso holds
- * there too).  That last write is not synced: the stores it carries were
- * never promised durable (msync records them), and the page goes to the
- * disk whole or not at all.  A map may show a block across epochs, so the
- * mark stays until the block is allocated again (journal_forget_map). */
+ * and leave the rest.  So it goes home as recovery would rebuild it (its
+ * home as on the disk, then every record of the epoch in order), and, if
+ * the copy shows it otherwise, it is carried: the new epoch's first record
+ * takes it whole (carry_blocks).  A crash then shows the page as rebuilt or
+ * as the copy showed it, never part of each, as the explorer's oracle for
+ * a map write in flight demands (a page at a time).  A map may show a
+ * block across epochs, so the mark stays until the block is allocated
+ * again (journal_forget_map). */
 
 struct rebuild {
 	const uint64_t *blocks; /* ascending */
@@ -1205,6 +1207,38 @@ static int write_rebuilt(struct journal *j, const uint64_t *blocks, size_t n, ui
 			body;                                                                       \
 		}
 
+/* The copy's view of carried blocks goes into the new epoch's first record
+ * (a seal's kind: it belongs to no transaction), whole, so that a crash
+ * shows each page as the copy showed it or as rebuilt, never part of one;
+ * reserve is the room the caller needs after it.  Blocks that do not fit
+ * stay dirty for the next checkpoint; with CARRY_HOME they go home instead
+ * (the last unmount, after rounds that did not get them all in). */
+#define CARRY_HOME UINT64_MAX
+static int carry_blocks(struct journal *j, const struct jtx *t, const uint64_t *carry, size_t n, uint64_t reserve)
+{
+	int err = 0;
+	if (reserve == CARRY_HOME) {
+		for (size_t i = 0; i < n && !err; i++)
+			err = media_disk_write(j->m, carry[i] << KURA_BLOCK_SHIFT, seal_view(j, t, carry[i]), KURA_BLOCK);
+		return err ? err : media_disk_sync(j->m);
+	}
+	uint64_t pos = j->ctl->staged, used = pos + sizeof(struct kura_jrec) + reserve, k = 0;
+	if (used < j->cap)
+		k = (j->cap - used) / item_size(KURA_BLOCK, 0);
+	if (k > n)
+		k = n;
+	for (size_t i = k; i < n; i++)
+		mark_dirty(j, carry[i] << KURA_BLOCK_SHIFT, KURA_BLOCK);
+	if (!k)
+		return 0;
+	uint64_t at = j->rec_off + pos + sizeof(struct kura_jrec);
+	for (size_t i = 0; i < k; i++)
+		put_item_from(j, &at, carry[i] << KURA_BLOCK_SHIFT, KURA_BLOCK, 0, seal_view(j, t, carry[i]));
+	finish_record(j, pos, at, SEAL_UNDO_EPOCH);
+	__atomic_store_n(&j->ctl->staged, at - j->rec_off, __ATOMIC_RELEASE);
+	return 0;
+}
+
 /* The bitmap of the state a checkpoint writes home: which blocks are free
  * there, and so may go home ahead of a record this epoch. */
 static void snapshot_bitmap(struct journal *j, const struct jtx *t)
@@ -1215,7 +1249,7 @@ static void snapshot_bitmap(struct journal *j, const struct jtx *t)
 		       bytes - done < KURA_BLOCK ? bytes - done : KURA_BLOCK);
 }
 
-static int checkpoint(struct journal *j, const struct jtx *t)
+static int checkpoint(struct journal *j, const struct jtx *t, uint64_t reserve)
 {
 	enum { RUN = 64 };
 	static __thread uint8_t buf[RUN * KURA_BLOCK];
@@ -1260,35 +1294,65 @@ static int checkpoint(struct journal *j, const struct jtx *t)
 		struct kura_super sb = { .log_block = j->head_off / KURA_BLOCK };
 		err = write_head(j->m, &sb, j->ctl->epoch + 1, j->ctl->nonce);
 	}
+	uint64_t *carry = NULL;
+	size_t ncarry = 0;
 	if (!err) {
-		/* Retired: now the copy's view of the map-shown blocks. */
-		int carry_err = 0;
+		/* Retired.  Which map-shown blocks the copy shows otherwise than
+		 * their homes now hold: those are carried. */
+		size_t cap = 0;
 		FOR_EACH_MAP_SHOWN(j, b, {
-			if (carry_err)
+			if (err)
 				break;
-			const uint8_t *v = seal_view(j, t, b);
-			if (!(carry_err = read_home(j, b, buf)) && memcmp(buf, v, KURA_BLOCK))
-				carry_err = media_disk_write(j->m, b << KURA_BLOCK_SHIFT, v, KURA_BLOCK);
+			if ((err = read_home(j, b, buf)) || !memcmp(buf, seal_view(j, t, b), KURA_BLOCK))
+				continue;
+			if (ncarry == cap) {
+				uint64_t *more = realloc(carry, (cap = cap ? cap * 2 : 16) * sizeof *carry);
+				if (!more) {
+					err = -ENOMEM;
+					break;
+				}
+				carry = more;
+			}
+			carry[ncarry++] = b;
 		});
 		/* A carry that failed leaves the map-shown blocks dirty, for the
 		 * next checkpoint to write home. */
 		for (uint64_t w = 0; w < (j->nblocks + 63) / 64; w++)
-			j->dirty[w] &= carry_err ? j->map_stores[w] : 0;
+			j->dirty[w] &= err ? j->map_stores[w] : 0;
 		memset(j->journaled, 0, j->map_words * 8);
 		snapshot_bitmap(j, t);
 		j->ctl->lsn_base += j->ctl->staged;
 		j->ctl->staged = j->ctl->durable = 0;
 		j->ctl->epoch++;
 		j->ctl->checkpoints++;
-		err = carry_err;
 	}
+	if (!err && ncarry)
+		err = carry_blocks(j, t, carry, ncarry, reserve);
+	free(carry);
 	unlock_flush(j);
 	return err;
 }
 
+static int carried_left(const struct journal *j)
+{
+	for (uint64_t w = 0; w < (j->nblocks + 63) / 64; w++)
+		if (j->dirty[w] & j->map_stores[w])
+			return 1;
+	return 0;
+}
+
 int journal_checkpoint(struct journal *j)
 {
-	return checkpoint(j, NULL);
+	/* The last mount out removes the copy next: carried blocks must reach
+	 * the disk.  Each round records those that fit and writes them home in
+	 * the next, until a round carries none; a map storing all along (it
+	 * cannot at the last unmount, but the bound does not rely on that)
+	 * ends with them written home. */
+	enum { ROUNDS = 8 };
+	int err = checkpoint(j, NULL, 0);
+	for (int round = 1; !err && (j->ctl->staged || carried_left(j)); round++)
+		err = checkpoint(j, NULL, round < ROUNDS ? 0 : CARRY_HOME);
+	return err;
 }
 
 void journal_repair(struct journal *j, uint64_t undo_head_epoch)
