@@ -1,0 +1,349 @@
+/* journal_commit.c — staging records, group commit and syncs, and the
+ * repair of a holder that died (see journal.h and journal_int.h). */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include "journal_int.h"
+
+void journal_mark_dirty(struct journal *j, uint64_t off, uint64_t len)
+{
+	/* A checkpoint writes the block home whatever a record carried.  A
+	 * pending block that a map now shows must be sealed before the map
+	 * can store into it: its pending lines hold a transaction's bytes now,
+	 * but would hold some of the map's too by the time a seal took them,
+	 * and some lines of a map's stores tear the page the kernel writes
+	 * whole.  The map is made once this operation returns, so the commit
+	 * that ends it seals first (commit_lazy); from then on the block is
+	 * counted whole whenever it is pending. */
+	if (!len)
+		return;
+	mark_dirty(j, off, len);
+	for (uint64_t b = off >> KURA_BLOCK_SHIFT; b <= (off + len - 1) >> KURA_BLOCK_SHIFT; b++)
+		if (!bit(j->map_stores, b)) {
+			if (j->pend_mask[b])
+				j->seal_first = 1;
+			j->map_stores[b / 64] |= 1ull << (b % 64);
+		}
+}
+
+void journal_forget_map(struct journal *j, uint64_t block)
+{
+	if (block < j->nblocks)
+		j->map_stores[block / 64] &= ~(1ull << (block % 64));
+}
+
+void jn_put_item_from(struct journal *j, uint64_t *at, uint64_t off, uint64_t len, int zero, const void *src)
+{
+	struct kura_jitem it = { .off = off, .len = (uint32_t)len, .flags = zero ? JITEM_ZERO : 0 };
+	media_store(j->m, *at, &it, sizeof it);
+	if (!zero) {
+		media_store(j->m, *at + sizeof it, src, len);
+		if (len % 8) {
+			static const uint8_t pad[8];
+			media_store(j->m, *at + sizeof it + len, pad, 8 - len % 8);
+		}
+	}
+	*at += item_size(len, zero);
+	mark_journaled(j, off, len);
+}
+
+static void put_item(struct journal *j, uint64_t *at, uint64_t off, uint64_t len, int zero)
+{
+	jn_put_item_from(j, at, off, len, zero, media_ptr(j->m, off));
+}
+
+void jn_finish_record(struct journal *j, uint64_t pos, uint64_t at, uint64_t undo_epoch)
+{
+	uint64_t start = j->rec_off + pos;
+	struct kura_jrec r = { .epoch = j->ctl->epoch, .pos = pos, .undo_epoch = undo_epoch,
+			       .len = (uint32_t)(at - start) };
+	media_store(j->m, start, &r, sizeof r);
+	r.crc = jn_rec_crc(media_ptr(j->m, start), r.len);
+	media_store(j->m, start + offsetof(struct kura_jrec, crc), &r.crc, sizeof r.crc);
+}
+
+/* A transaction too large for the journal even when empty writes what it
+ * put in fresh blocks home first: those blocks are free in the durable
+ * state (a checkpoint just made everything durable), so nothing can see
+ * them until the record that links them in, which then carries only the
+ * lines changed in place. */
+static int write_fresh_home(struct journal *j, const struct jtx *t)
+{
+	int err = 0;
+	for (size_t i = 0; i < t->nfresh && !err; i++) {
+		err = media_disk_write(j->m, t->fresh[i].off, media_ptr(j->m, t->fresh[i].off), t->fresh[i].len);
+		set_bits(j->journaled, t->fresh[i].off, t->fresh[i].len);
+	}
+	/* Fresh blocks written home stay clean in the copy's dirty map. */
+	FOR_EACH_LINE_RUN(t, off, len, {
+		if (!err && t->is_fresh(t->ctx, off >> KURA_BLOCK_SHIFT)) {
+			err = media_disk_write(j->m, off, media_ptr(j->m, off), len);
+			set_bits(j->journaled, off, len);
+		}
+	});
+	return err ? err : media_disk_sync(j->m);
+}
+
+/* fsync mode: t's lines join the pending set, sealing or checkpointing
+ * first when they would not fit.  1: t is too large for the set and takes
+ * the path of op mode (the set is empty then, so the order holds). */
+static int commit_lazy(struct journal *j, const struct jtx *t)
+{
+	if (j->seal_first) {
+		int err = jn_seal(j, t);
+		if (err)
+			return err;
+		j->seal_first = 0;
+	}
+	uint64_t nnew, est;
+	jn_pend_tx(j, t, 0, &nnew, &est);
+	if (!jn_pend_fits(j, nnew, est)) {
+		int err = jn_seal(j, t);
+		if (err)
+			return err;
+		jn_pend_tx(j, t, 0, &nnew, &est);
+		if (!jn_pend_fits(j, nnew, est) && j->ctl->staged) {
+			if ((err = jn_checkpoint(j, t, est + jn_seal_slack(j))))
+				return err;
+			jn_pend_tx(j, t, 0, &nnew, &est);
+		}
+		if (!jn_pend_fits(j, nnew, est))
+			return 1;
+	}
+	/* The estimate first: a holder that dies mid-way leaves it too high. */
+	__atomic_store_n(&j->ctl->pend_est, j->ctl->pend_est + est, __ATOMIC_RELEASE);
+	jn_pend_tx(j, t, 1, &nnew, &est);
+	j->pending_end = j->ctl->staged;
+	return 0;
+}
+
+int journal_commit(struct journal *j, const struct jtx *t)
+{
+	if (!j->sync_each_op) {
+		int r = commit_lazy(j, t);
+		if (r <= 0)
+			return r;
+	}
+	uint64_t need = sizeof(struct kura_jrec), in_place = need;
+	for (size_t i = 0; i < t->nfresh; i++)
+		need += item_size(t->fresh[i].len, t->fresh[i].zero);
+	FOR_EACH_LINE_RUN(t, off, len, {
+		need += item_size(len, 0);
+		if (!t->is_fresh(t->ctx, off >> KURA_BLOCK_SHIFT))
+			in_place += item_size(len, 0);
+	});
+	int big = need > j->cap;
+	if (big && in_place > j->cap)
+		return -ENOSPC;
+	uint64_t pos = j->ctl->staged;
+	/* The large path must open a new epoch: see jn_checkpoint().  Its first
+	 * record may carry blocks a map showed, but never blocks this
+	 * transaction took fresh, which no map can show yet. */
+	if (big || pos + need > j->cap) {
+		int err = jn_checkpoint(j, t, big ? in_place : need);
+		if (err)
+			return err;
+		pos = j->ctl->staged;
+	}
+	if (big) {
+		int err = write_fresh_home(j, t);
+		if (err)
+			return err;
+	}
+	uint64_t start = j->rec_off + pos, at = start + sizeof(struct kura_jrec);
+	if (!big)
+		for (size_t i = 0; i < t->nfresh; i++)
+			put_item(j, &at, t->fresh[i].off, t->fresh[i].len, t->fresh[i].zero);
+	/* After the fresh ranges: a zeroed block's lines written since land on
+	 * the zeros at replay. */
+	FOR_EACH_LINE_RUN(t, off, len, {
+		if (!big || !t->is_fresh(t->ctx, off >> KURA_BLOCK_SHIFT))
+			put_item(j, &at, off, len, 0);
+	});
+	jn_finish_record(j, pos, at, t->undo_epoch);
+	j->pending_end = at - j->rec_off;
+	return 0;
+}
+
+uint64_t journal_publish(struct journal *j)
+{
+	__atomic_store_n(&j->ctl->staged, j->pending_end, __ATOMIC_RELEASE);
+	return j->ctl->lsn_base + j->pending_end;
+}
+
+/* Both under the pool mutex, so committing is 0 or 1 and exact: the holder
+ * is inside an operation.  A holder that dies there is cleared by the next
+ * one (take_lock), so the flag cannot stay set. */
+void journal_enter(struct journal *j)
+{
+	__atomic_store_n(&j->ctl->committing, 1, __ATOMIC_RELAXED);
+}
+
+void journal_leave(struct journal *j)
+{
+	__atomic_store_n(&j->ctl->committing, 0, __ATOMIC_RELEASE);
+}
+
+/* Group commit.  An operation takes a few microseconds and a flush about a
+ * hundred, so a flush that starts while another operation is under way
+ * waits for it to stage its record: two committers then share one flush
+ * instead of taking turns.  Bounded: a process that died in between, or
+ * an operation longer than a flush, costs at most GROUP_WAIT_NS. */
+#define GROUP_WAIT_NS 100000u
+static void wait_for_committers(struct journal *j)
+{
+	if (!__atomic_load_n(&j->ctl->committing, __ATOMIC_ACQUIRE))
+		return;
+	uint64_t until = now_ns() + GROUP_WAIT_NS;
+	while (__atomic_load_n(&j->ctl->committing, __ATOMIC_ACQUIRE) && now_ns() < until)
+		__builtin_ia32_pause();
+}
+
+/* With the flush mutex: the staged records not yet durable, one write and
+ * one sync for all of them.  Direct I/O writes whole 512-byte sectors: the
+ * first one again (its durable bytes unchanged, so a torn write cannot
+ * harm them) and the last one with whatever lies past the staged end,
+ * which recovery refuses (another epoch, a wrong pos or crc), or which is
+ * a record being staged right now, whose transaction then merely counts as
+ * in flight at the crash. */
+int jn_write_pending(struct journal *j)
+{
+	if (j->sync_each_op)
+		wait_for_committers(j);
+	uint64_t end = __atomic_load_n(&j->ctl->staged, __ATOMIC_ACQUIRE);
+	uint64_t from = j->ctl->durable, to = end;
+	if (to <= from)
+		return 0;
+	if (j->m->dio_fd >= 0) {
+		from &= ~511ull;
+		to = (to + 511) & ~511ull;
+	}
+	int err = media_disk_write_sync(j->m, j->rec_off + from, media_ptr(j->m, j->rec_off + from), to - from);
+	if (err)
+		return err;
+	__atomic_store_n(&j->ctl->durable, end, __ATOMIC_RELEASE);
+	j->ctl->syncs++;
+	return 0;
+}
+
+/* A holder that died mid-checkpoint either wrote the new head or did not;
+ * the disk says which, and finishing is then only bookkeeping. */
+static void finish_dead_checkpoint(struct journal *j)
+{
+	uint8_t block[KURA_BLOCK];
+	if (pread(j->m->disk_fd, block, sizeof block, (off_t)j->head_off) != sizeof block)
+		return;
+	const struct kura_journal_head *h = jn_current_head(block);
+	if (h && h->epoch == j->ctl->epoch + 1 && media_disk_sync(j->m) == 0) {
+		/* It may have died before writing the copy's view of the
+		 * map-shown blocks home (see checkpoint): the next one does. */
+		for (uint64_t w = 0; w < (j->nblocks + 63) / 64; w++)
+			j->dirty[w] &= j->map_stores[w];
+		memset(j->journaled, 0, j->map_words * 8);
+		/* The bitmap it checkpointed is gone: no block goes home ahead
+		 * of its record until the next checkpoint. */
+		memset(j->home_used, 0xff, j->map_words * 8);
+		j->ctl->lsn_base += j->ctl->staged;
+		j->ctl->staged = j->ctl->durable = 0;
+		j->ctl->epoch = h->epoch;
+	}
+}
+
+void jn_lock_flush(struct journal *j)
+{
+	if (pthread_mutex_lock(&j->ctl->flush) == EOWNERDEAD) {
+		finish_dead_checkpoint(j);
+		pthread_mutex_consistent(&j->ctl->flush);
+	}
+}
+
+void jn_unlock_flush(struct journal *j)
+{
+	pthread_mutex_unlock(&j->ctl->flush);
+	__atomic_add_fetch(&j->ctl->flush_seq, 1, __ATOMIC_RELEASE);
+	if (__atomic_load_n(&j->ctl->sleepers, __ATOMIC_ACQUIRE))
+		syscall(SYS_futex, &j->ctl->flush_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static int durable_past(const struct journal *j, uint64_t lsn)
+{
+	return __atomic_load_n(&j->ctl->durable, __ATOMIC_ACQUIRE) + j->ctl->lsn_base >= lsn;
+}
+
+/* A follower, whose record someone else's flush may carry, sleeps until
+ * a flush ends instead of queueing on the flush mutex: the mutex is not
+ * fair, and a thread that flushes, commits again and flushes again would
+ * take it back before a queued follower woke, so the follower, its record
+ * long durable, waited flush after flush.  The sleep is bounded (a holder
+ * that died never bumps flush_seq; the robust mutex then tells trylock). */
+static int lock_flush_or_durable(struct journal *j, uint64_t lsn)
+{
+	for (;;) {
+		if (durable_past(j, lsn))
+			return 0;
+		uint32_t seq = __atomic_load_n(&j->ctl->flush_seq, __ATOMIC_ACQUIRE);
+		int r = pthread_mutex_trylock(&j->ctl->flush);
+		if (r == EOWNERDEAD) {
+			finish_dead_checkpoint(j);
+			pthread_mutex_consistent(&j->ctl->flush);
+		}
+		if (r == 0 || r == EOWNERDEAD)
+			return 1;
+		struct timespec bound = { 0, 2000000 };
+		__atomic_add_fetch(&j->ctl->sleepers, 1, __ATOMIC_ACQ_REL);
+		syscall(SYS_futex, &j->ctl->flush_seq, FUTEX_WAIT, seq, &bound, NULL, 0);
+		__atomic_sub_fetch(&j->ctl->sleepers, 1, __ATOMIC_RELEASE);
+	}
+}
+
+int journal_sync(struct journal *j, uint64_t lsn)
+{
+	int err = 0;
+	if (!lsn) {
+		jn_lock_flush(j);
+		err = jn_write_pending(j);
+		jn_unlock_flush(j);
+	} else if (lock_flush_or_durable(j, lsn)) {
+		if (!durable_past(j, lsn))
+			err = jn_write_pending(j);
+		jn_unlock_flush(j);
+	}
+	return err ? err : j->m->io_err ? -EIO : 0;
+}
+
+int journal_sync_all(struct journal *j)
+{
+	return journal_sync(j, 0);
+}
+
+void journal_repair(struct journal *j, uint64_t undo_head_epoch)
+{
+	/* A holder that died mid-checkpoint holds the flush mutex too: finish
+	 * its checkpoint now, before this holder stages anything in an epoch
+	 * that finishing it would then discard. */
+	jn_lock_flush(j);
+	jn_unlock_flush(j);
+	uint64_t pos = j->ctl->staged;
+	const uint8_t *rec = media_ptr(j->m, j->rec_off + pos);
+	struct kura_super sb = region_super(j);
+	uint32_t len = jn_rec_check(&sb, rec, j->cap - pos, j->ctl->epoch, pos);
+	if (!len)
+		return;
+	const struct kura_jrec *r = (const void *)rec;
+	if (r->undo_epoch != SEAL_UNDO_EPOCH && r->undo_epoch + 1 == undo_head_epoch) {
+		for (uint32_t at = sizeof *r; at < len;) {
+			const struct kura_jitem *it = (const void *)(rec + at);
+			mark_journaled(j, it->off, it->len);
+			at += jn_item_stored(it);
+		}
+		__atomic_store_n(&j->ctl->staged, pos + len, __ATOMIC_RELEASE);
+	} else {
+		static const struct kura_jrec none;
+		media_store(j->m, j->rec_off + pos, &none, sizeof none);
+	}
+}
+
