@@ -92,7 +92,8 @@ uint64_t alloc_block(struct kura_fs *fs, int zero)
 	/* A disk pool in fsync mode writes a block that was free at its last
 	 * checkpoint once, any other through the journal too (journal.h):
 	 * such blocks first, searched a bounded stretch ahead. */
-	b = next_fit(fs, zero, 1, 4096);
+	if (tx_has_cheap_blocks(t))
+		b = next_fit(fs, zero, 1, 4096);
 	if (!b && !t->err)
 		b = next_fit(fs, zero, 0, UINT64_MAX);
 	if (!b && !t->err)

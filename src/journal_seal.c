@@ -119,6 +119,17 @@ static uint64_t home_run(const struct journal *j, const uint64_t *home, uint64_t
 	return r;
 }
 
+/* The bytes of the record a seal makes of list[0, k), but the blocks in
+ * home (NULL: none), which go home instead. */
+static uint64_t seal_record_size(const struct journal *j, const uint64_t *home, uint64_t k)
+{
+	uint64_t need = sizeof(struct kura_jrec);
+	for (uint64_t i = 0; i < k; i++)
+		if (!home || !bit(home, i))
+			FOR_EACH_MASK_RUN(j->pend_mask[j->pend_list[i]], f, nl, (void)f; need += item_size(nl * MEDIA_LINE, 0));
+	return need;
+}
+
 /* Turns the pending set into one staged record (writing its fresh blocks
  * home first when there are enough of them); t is the transaction open
  * meanwhile, or NULL.  Under the pool mutex. */
@@ -154,27 +165,22 @@ int jn_seal(struct journal *j, const struct jtx *t)
 		}
 	if (nhome < j->home_min)
 		memset(home, 0, home ? ((k + 63) / 64 + 1) * sizeof *home : 0), nhome = 0;
-	uint64_t need = sizeof(struct kura_jrec), whole = 0;
-	for (uint64_t i = 0; i < k; i++)
-		if (!home || !bit(home, i)) {
-			uint64_t b = j->pend_list[i];
-			FOR_EACH_MASK_RUN(j->pend_mask[b], f, nl, (void)f; need += item_size(nl * MEDIA_LINE, 0));
-			if (bit(j->map_stores, b) && ~j->pend_mask[b])
-				whole += item_size(KURA_BLOCK, 0);
-		}
+	uint64_t need = seal_record_size(j, home, k), whole = 0;
+	for (uint64_t i = 0; i < k; i++) {
+		uint64_t b = j->pend_list[i];
+		if ((!home || !bit(home, i)) && bit(j->map_stores, b) && ~j->pend_mask[b])
+			whole += item_size(KURA_BLOCK, 0);
+	}
 	/* A map's stores are in the copy with no line of their own: some lines
 	 * of such a block would tear the page the kernel writes whole, so the
-	 * seal takes all of it, unless a map came after the block's lines were
-	 * counted and the whole blocks no longer fit (maps promise no more). */
+	 * seal takes all of it, unless the whole blocks do not fit, which only
+	 * a seal before a map exists should meet (journal_mark_dirty): its
+	 * lines hold no store of the map yet. */
 	if (whole && c->staged + need + whole <= j->cap) {
 		for (uint64_t i = 0; i < k; i++)
 			if ((!home || !bit(home, i)) && bit(j->map_stores, j->pend_list[i]))
 				j->pend_mask[j->pend_list[i]] = ~0ull;
-		need = 0;
-		for (uint64_t i = 0; i < k; i++)
-			if (!home || !bit(home, i))
-				FOR_EACH_MASK_RUN(j->pend_mask[j->pend_list[i]], f, nl, (void)f; need += item_size(nl * MEDIA_LINE, 0));
-		need += sizeof(struct kura_jrec);
+		need = seal_record_size(j, home, k);
 	}
 	if (c->staged + need > j->cap) {
 		free(home); /* commit_lazy's bound keeps this from happening */

@@ -255,6 +255,11 @@ void tx_mark_fresh(struct tx *t, uint64_t block)
 		journal_forget_map(t->j, block);
 }
 
+int tx_has_cheap_blocks(const struct tx *t)
+{
+	return t->j && !t->j->sync_each_op;
+}
+
 uint64_t tx_cheap_word(struct tx *t, uint64_t w)
 {
 	return t->j ? journal_cheap_word(t->j, w) : ~0ull;

@@ -94,6 +94,8 @@ int tx_rewrite_in_place(struct tx *t, uint64_t block);
 /* The blocks of bitmap word w the journal would rather see allocated
  * (journal_cheap_word); all of them without a journal. */
 uint64_t tx_cheap_word(struct tx *t, uint64_t w);
+/* Whether some blocks are cheaper than others at all (fsync mode). */
+int tx_has_cheap_blocks(const struct tx *t);
 void tx_fail(struct tx *t, int err);
 /* Returns 0, or the sticky error after rolling back. */
 int tx_commit(struct tx *t);
