@@ -338,6 +338,53 @@ static void test_commit_interval(void)
 	kura_unmount(fs);
 }
 
+/* Stores of a map that nobody synced, after records of the same page: the
+ * last unmount's checkpoint rebuilds the page from the records and then
+ * carries the map's version in a record of its own, which must reach the
+ * disk before the copy goes. */
+static void test_map_stores_at_unmount(enum kura_sync mode)
+{
+	static char want[8192];
+	for (size_t i = 0; i < sizeof want; i++)
+		want[i] = (char)('a' + i % 23);
+	kura_fs *fs = mount_mode(mode);
+	if (!fs)
+		return;
+	int fd = kura_open(fs, "/mapped", O_CREAT | O_RDWR | O_TRUNC, 0644);
+	uint64_t ino = 0, offs[2] = { 0, 0 };
+	int writable = 0, mfd = kura_map_fd(fs, &writable);
+	int ok = fd >= 0 && kura_pwrite(fs, fd, want, sizeof want, 0) == (ssize_t)sizeof want && !kura_fsync(fs, fd) &&
+		 !kura_map_pin(fs, fd, 1, &ino) && kura_map_blocks(fs, ino, 0, 2, 1, offs) == (int64_t)sizeof want;
+	for (int i = 0; i < 2 && ok; i++) {
+		char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, (off_t)offs[i]);
+		if (p == MAP_FAILED) {
+			ok = 0;
+			break;
+		}
+		for (int k = 100; k < 3000; k++)
+			p[k] = want[i * 4096 + k] = (char)('A' + k % 19);
+		munmap(p, 4096);
+	}
+	ok = ok && !kura_map_sync(fs, ino, 0, 2, 0);
+	if (ino)
+		kura_map_unpin(fs, ino);
+	kura_close(fs, fd);
+	kura_unmount(fs);
+	CHECK(ok, "the map's stores were made (%s mode)", mode == KURA_SYNC_OP ? "op" : "fsync");
+	remove_copy();
+	fs = mount_mode(KURA_SYNC_OP);
+	if (!fs)
+		return;
+	static char back[sizeof want];
+	fd = kura_open(fs, "/mapped", O_RDONLY, 0);
+	CHECK(fd >= 0 && kura_pread(fs, fd, back, sizeof back, 0) == (ssize_t)sizeof back && !memcmp(back, want, sizeof want),
+	      "after the last unmount the disk holds the map's unsynced stores (%s mode)",
+	      mode == KURA_SYNC_OP ? "op" : "fsync");
+	kura_close(fs, fd);
+	kura_unmount(fs);
+	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean");
+}
+
 int main(void)
 {
 	snprintf(pool, sizeof pool, "journal-%d.pool", (int)getpid());
@@ -348,6 +395,8 @@ int main(void)
 	test_full_journal();
 	test_seal_writes_home();
 	test_commit_interval();
+	test_map_stores_at_unmount(KURA_SYNC_OP);
+	test_map_stores_at_unmount(KURA_SYNC_FSYNC);
 	remove_copy();
 	unlink(pool);
 	printf("%d passed, %d failed\n", passed, failed);
