@@ -170,8 +170,9 @@ int journal_sync_due(const struct journal *j);
 /* Under the pool mutex, no transaction open: turns the pending set into a
  * staged record (fsync mode; nothing to do otherwise).  0 or -errno. */
 int journal_seal(struct journal *j);
-/* Blocks a writable shared map shows: a checkpoint writes them home
- * whether or not a record ever carried their stores. */
+/* Blocks a writable shared map shows: a checkpoint writes them home, as
+ * the records rebuild them and then, in the new epoch's first record, as
+ * the map left them; a pending one is sealed before the map can store. */
 void journal_mark_dirty(struct journal *j, uint64_t off, uint64_t len);
 /* A block just allocated, which no map can show: it loses the care a
  * checkpoint takes of map-shown blocks until a map shows it again. */
