@@ -331,8 +331,11 @@ static int copy_current(int fd, int pool_fd, const struct kura_super *sb)
 	uint8_t block[KURA_BLOCK];
 	if (pread(pool_fd, block, sizeof block, (off_t)(sb->log_block * KURA_BLOCK)) != sizeof block)
 		return 0;
+	/* One ahead: a checkpoint has written its head and not yet counted it
+	 * in the copy (it holds the flush mutex meanwhile, and whoever takes
+	 * that next finishes the checkpoint if it died). */
 	const struct kura_journal_head *h = jn_current_head(block);
-	return h && h->nonce == c.nonce && h->epoch == c.epoch;
+	return h && h->nonce == c.nonce && (h->epoch == c.epoch || h->epoch == c.epoch + 1);
 }
 
 /* Copies [at, end) of the pool file into the copy's file: in the kernel

@@ -485,30 +485,31 @@ static enum kura_sync sync_mode(const struct kura_mount_opts *opts)
 	return opts->sync;
 }
 
-/* The file back end, read-write: the working copy and its journal, set up
- * under the pool's flock so that no other mount decides at the same time
- * whether it is alone and whether the copy is current. */
+/* The file back end, read-write: the working copy and its journal.  The
+ * caller holds the pool's flock, so no other mount decides at the same time
+ * whether it is alone and whether the copy is current, and none attaches
+ * before a copy made here is whole: formatting its undo log's head after
+ * another mount had committed reset the epoch under it, and recovery then
+ * replayed that mount's retired records (tests/mount_race_test.c). */
 static int open_copy(struct kura_fs *fs, int *alone, char *why,
 		     size_t whylen)
 {
 	const struct kura_super *sb = fs->sb;
-	while (flock(fs->pool_fd, LOCK_EX) && errno == EINTR)
-		;
 	int err = lock_attach_held(&fs->lk, fs->pool_fd, alone);
 	if (err) {
 		snprintf(why, whylen, "cannot attach the shared lock table: %s",
 			 fs->lk.why[0] ? fs->lk.why : strerror(-err));
-		flock(fs->pool_fd, LOCK_UN);
 		return err;
 	}
 	int created = 0;
 	fs->copy_fd = journal_open_copy(fs->pool_fd, sb, *alone, &created, why, whylen);
-	flock(fs->pool_fd, LOCK_UN);
 	if (fs->copy_fd < 0)
 		return fs->copy_fd;
 	err = media_map_copy(&fs->m, fs->copy_fd, journal_copy_size(sb), sb->pool_size, fs->pool_fd);
 	if (err) {
 		snprintf(why, whylen, "cannot map the working copy: %s", strerror(-err));
+		if (created)
+			journal_remove_copy(fs->pool_fd);
 		return err;
 	}
 	uint64_t undo = journal_undo_off(sb), undo_len = sb->log_blocks * KURA_BLOCK;
@@ -629,6 +630,13 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 		goto fail;
 	}
 	int alone = 0;
+	/* Held from attaching until this mount is set up and, when it is alone,
+	 * has reclaimed the orphans of mounts that died: a mount attaching
+	 * meanwhile could see a half-made copy, or have its own unlinked open
+	 * files taken for orphans.  Any failure below closes pool_fd, which
+	 * drops it. */
+	while (flock(fs->pool_fd, LOCK_EX) && errno == EINTR)
+		;
 	/* fsync by default on a disk: README says why. */
 	fs->fsync_mode = fs->m.kind == KURA_PERSIST_FILE && sync_mode(opts) != KURA_SYNC_OP;
 	if (fs->m.kind == KURA_PERSIST_FILE && !opts->read_only) {
@@ -652,7 +660,7 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 			goto fail_unmap;
 		}
 		tx_init(&fs->tx, &fs->m, sb->log_block * KURA_BLOCK, sb->log_blocks * KURA_BLOCK);
-		err = lock_attach(&fs->lk, fs->pool_fd, &alone);
+		err = lock_attach_held(&fs->lk, fs->pool_fd, &alone);
 		if (err) {
 			set_error("%s: cannot attach the shared lock table: %s", path,
 				  fs->lk.why[0] ? fs->lk.why : strerror(-err));
@@ -688,6 +696,7 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 	}
 	if (alone && reclaim && !opts->read_only && !opts->no_recover)
 		orphan_reclaim(fs);
+	flock(fs->pool_fd, LOCK_UN);
 	(void)used_copy;
 	return fs;
 fail_copy:
