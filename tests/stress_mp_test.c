@@ -9,7 +9,12 @@
  *    land whole and exactly once;
  *  - all mkdir/rmdir/readdir in a shared directory whose permanent entries
  *    every listing must show exactly once;
- *  - all pread a shared file written before they start.
+ *  - all pread a shared file written before they start;
+ *  - meanwhile the parent starts victims, one at a time, that churn files
+ *    of their own and the shared directory and die by SIGKILL at a random
+ *    moment: the others must not notice (a dead holder's transaction is
+ *    undone by whoever takes the lock next, a dead checkpointer's finished
+ *    by whoever takes the flush mutex next).
  *
  * The parent then checks every process's files and the records, remounts,
  * and runs kura_fsck (0 problems expected).
@@ -26,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,6 +45,7 @@
 #define REC 777
 #define RO_SIZE (1u << 20)
 #define MAXFILE (40 * 1024)
+#define MAX_VICTIMS 400
 
 static kura_fs *fs;
 static char pool[256];
@@ -224,6 +231,56 @@ static void child(int p)
 	exit(errors ? 1 : 0);
 }
 
+/* Never returns: works until killed.  What it leaves behind is not
+ * checked, only that it breaks nothing of the others' and that fsck finds
+ * the pool whole. */
+static void victim(int round)
+{
+	me = NPROC + round;
+	fs = mount_or_die();
+	uint64_t rs = 0x9e3779b97f4a7c15ull * (uint64_t)(round + 7);
+	unsigned char *buf = malloc(MAXFILE);
+	for (size_t j = 0; j < MAXFILE; j++)
+		buf[j] = (unsigned char)j;
+	for (;;) {
+		char a[64], b[64];
+		snprintf(a, sizeof a, "/victim/v%d", (int)(next(&rs) % 8));
+		snprintf(b, sizeof b, "/victim/v%d", (int)(next(&rs) % 8));
+		switch (next(&rs) % 6) {
+		case 0:
+		case 1: {
+			int fd = kura_open(fs, a, O_CREAT | O_RDWR | O_TRUNC, 0644);
+			if (fd >= 0) {
+				kura_write(fs, fd, buf, (size_t)(next(&rs) % MAXFILE));
+				if (next(&rs) % 4 == 0)
+					kura_fsync(fs, fd);
+				kura_close(fs, fd);
+			}
+			break;
+		}
+		case 2:
+			kura_rename(fs, a, b, 0);
+			break;
+		case 3:
+			kura_unlink(fs, a);
+			break;
+		case 4: {
+			/* An unlinked file held open: an orphan when the victim dies. */
+			int fd = kura_open(fs, a, O_RDWR, 0);
+			if (fd >= 0)
+				kura_unlink(fs, a);
+			break;
+		}
+		default:
+			snprintf(a, sizeof a, "/shared/dir/c%d", (int)(next(&rs) % NCHURN));
+			if (next(&rs) % 2)
+				kura_mkdir(fs, a, 0755);
+			else
+				kura_rmdir(fs, a);
+		}
+	}
+}
+
 static void verify_all(const char *when)
 {
 	unsigned char *b = malloc(MAXFILE + 65536);
@@ -304,6 +361,7 @@ int main(int argc, char **argv)
 	fs = mount_or_die();
 	must(kura_mkdir(fs, "/shared", 0755), "mkdir /shared");
 	must(kura_mkdir(fs, "/shared/dir", 0755), "mkdir /shared/dir");
+	must(kura_mkdir(fs, "/victim", 0755), "mkdir /victim");
 	for (int p = 0; p < NPROC; p++) {
 		char d[32];
 		snprintf(d, sizeof d, "/p%d", p);
@@ -345,10 +403,40 @@ int main(int argc, char **argv)
 			child(p);
 	}
 	fs = mount_or_die();
+	/* Victims while the workers run (and a few after, so that some die
+	 * with no other process in the pool). */
+	uint64_t rs = 0x5851f42d4c957f2dull;
+	int running = NPROC, victims = 0, reaped[NPROC] = { 0 }, status[NPROC] = { 0 };
+	for (int round = 0; round < MAX_VICTIMS && (running || round % 8); round++) {
+		fflush(NULL);
+		pid_t v = fork();
+		if (v < 0) {
+			perror("fork");
+			return 1;
+		}
+		if (v == 0)
+			victim(round);
+		usleep((useconds_t)(500 + next(&rs) % 8000));
+		kill(v, SIGKILL);
+		int st = 0;
+		waitpid(v, &st, 0);
+		if (!WIFSIGNALED(st)) {
+			err("victim %d ended with status %d before it was killed", round, WEXITSTATUS(st));
+			break;
+		}
+		victims++;
+		running = 0;
+		for (int p = 0; p < NPROC; p++)
+			if (!reaped[p] && waitpid(pids[p], &status[p], WNOHANG) == pids[p])
+				reaped[p] = 1;
+			else
+				running += !reaped[p];
+	}
 	int failed_children = 0;
 	for (int p = 0; p < NPROC; p++) {
-		int st = 0;
-		waitpid(pids[p], &st, 0);
+		int st = status[p];
+		if (!reaped[p])
+			waitpid(pids[p], &st, 0);
 		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 			failed_children++;
 			fprintf(stderr, "stress_mp: process %d ended with %s %d\n", p,
@@ -369,7 +457,7 @@ int main(int argc, char **argv)
 		err("fsck found %d problems (%s)", r, en(r));
 	unlink(pool);
 	int bad = errors + failed_children;
-	printf("stress_mp: %d processes x %ld iterations, %d failed processes, %d errors: %s\n", NPROC, iters,
-	       failed_children, errors, bad ? "FAILED" : "OK");
+	printf("stress_mp: %d processes x %ld iterations, %d victims killed, %d failed processes, %d errors: %s\n",
+	       NPROC, iters, victims, failed_children, errors, bad ? "FAILED" : "OK");
 	return bad ? 1 : 0;
 }
