@@ -383,8 +383,9 @@ int64_t kura_map_blocks(kura_fs *fs, uint64_t ino, uint64_t first, uint64_t n, i
  * KURA_MAP_RECORD they become part of the pool's history as a transaction
  * (the file back end journals them, pmem flushes them), with
  * KURA_MAP_DURABLE too durable before the call returns (msync MS_SYNC);
- * with neither they are only written home by the next checkpoint (munmap,
- * exit).  0 or -errno. */
+ * with neither they are only written home by the next checkpoint (the
+ * interposition layer's choice for a large map that goes away unsynced).
+ * 0 or -errno. */
 #define KURA_MAP_RECORD  1
 #define KURA_MAP_DURABLE 2
 int kura_map_sync(kura_fs *fs, uint64_t ino, uint64_t first, uint64_t n, int how);

@@ -120,6 +120,37 @@ def test_msync_makes_map_stores_durable_on_a_disk_pool(tmp_path):
         pool.unlink()
 
 
+@pytest.mark.parametrize("sync", ["op", "fsync"])
+def test_fsync_after_munmap_makes_map_stores_durable(tmp_path, sync):
+    """As on Linux, stores of a map that munmap ended are the file's and a
+    later fsync of it makes them durable: the machine "crashes" after the
+    fsync, and the next mount finds them."""
+    pool = Path(KURA_BUILD or tmp_path) / f"munmap-{sync}-{TAG}.pool"
+    subprocess.run([KURA_BIN, "mkfs", str(pool), "--size", "64M", "--force"], check=True, capture_output=True)
+    prog = ("import mmap, os\n"
+            "fd = os.open('/kura/f', os.O_RDWR | os.O_CREAT, 0o644)\n"
+            "os.ftruncate(fd, 3 * 4096)\n"
+            "m = mmap.mmap(fd, 0)\n"
+            "m[4096:4104] = b'unmapped'\n"
+            "m.close()\n"
+            "os.fsync(fd)\n"
+            "os.kill(os.getpid(), 9)\n")
+    try:
+        e = dict(os.environ, KURA_SYNC=sync, LD_PRELOAD=KURA_LIB, KURA_POOL=str(pool), KURA_MOUNT="/kura")
+        r = subprocess.run(["python3", "-c", prog], env=e, capture_output=True, text=True, timeout=60)
+        assert r.returncode == -9, r.stdout + r.stderr
+        st = pool.stat()
+        for leftover in Path("/dev/shm").glob(f"kura-*-{st.st_dev:x}-{st.st_ino:x}"):
+            leftover.unlink()  # what a crash of the machine takes
+        c = subprocess.run([KURA_BIN, "cat", f"{pool}:/f"], capture_output=True, timeout=60)
+        assert c.returncode == 0, c.stderr
+        assert c.stdout[4096:4104] == b"unmapped", c.stdout[4090:4110]
+        f = subprocess.run([KURA_BIN, "fsck", str(pool)], capture_output=True, text=True)
+        assert f.returncode == 0, f.stdout + f.stderr
+    finally:
+        pool.unlink()
+
+
 MAP_SPACE = r"""
 import mmap, os, sys
 b = sys.argv[1]

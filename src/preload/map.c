@@ -56,6 +56,21 @@ struct kp_map {
 			   * which a truncation then need not cover again */
 };
 
+/* What happens to the stores of a writable map that goes away (munmap,
+ * mremap, exec, exit).  Linux keeps them as dirty pages of the file, which
+ * a later fsync of it, by any process, makes durable; so are they here when
+ * they are recorded now, as msync(MS_ASYNC) would: the next sync of the
+ * pool carries them (in op mode, recording is itself durable).  That costs
+ * a record of every page of the range, whatever the map stored, so only up
+ * to UNMAP_RECORD_PAGES; the pages of a larger map are only marked, and go
+ * home at the next checkpoint (README, Current limits). */
+#define UNMAP_RECORD_PAGES 4096u
+
+static int unmap_how(uint64_t pages)
+{
+	return pages <= UNMAP_RECORD_PAGES ? KURA_MAP_RECORD : 0;
+}
+
 static pthread_mutex_t maps_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct kp_map *maps;
 static size_t nmaps, cap_maps;
@@ -286,11 +301,10 @@ static void forget_range(const char *addr, size_t len)
 			continue;
 		kura_fs *fs = kp_fs(m->mnt);
 		if (fs && (m->prot & PROT_WRITE)) {
-			/* The stores in the pages going away: written home at the
-			 * next checkpoint even if none was synced. */
 			const char *from = addr > m->addr ? addr : m->addr, *to = end < mend ? end : mend;
-			kura_map_sync(fs, m->ino, (m->off + (uint64_t)(from - m->addr)) / PAGE,
-				      (uint64_t)(to - from) / PAGE, 0);
+			uint64_t pages = (uint64_t)(to - from) / PAGE;
+			kura_map_sync(fs, m->ino, (m->off + (uint64_t)(from - m->addr)) / PAGE, pages,
+				      unmap_how(pages));
 		}
 		int keep_left = addr > m->addr, keep_right = end < mend;
 		if (keep_left && keep_right) {
@@ -722,7 +736,8 @@ void kp_map_exec(int failed)
 			kura_map_repin(fs, maps[i].ino);
 		} else {
 			if (maps[i].prot & PROT_WRITE)
-				kura_map_sync(fs, maps[i].ino, maps[i].off / PAGE, maps[i].len / PAGE, 0);
+				kura_map_sync(fs, maps[i].ino, maps[i].off / PAGE, maps[i].len / PAGE,
+					      unmap_how(maps[i].len / PAGE));
 			kura_map_unpin(fs, maps[i].ino);
 		}
 	}
@@ -747,7 +762,8 @@ void kp_map_exit(void)
 		if (!fs)
 			continue;
 		if (maps[i].prot & PROT_WRITE)
-			kura_map_sync(fs, maps[i].ino, maps[i].off / PAGE, maps[i].len / PAGE, 0);
+			kura_map_sync(fs, maps[i].ino, maps[i].off / PAGE, maps[i].len / PAGE,
+				      unmap_how(maps[i].len / PAGE));
 		kura_map_unpin(fs, maps[i].ino);
 	}
 	nmaps = 0;
