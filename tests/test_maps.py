@@ -86,56 +86,16 @@ def test_shared_maps_on_a_disk_pool(env, tmp_path, sync):
         pool.unlink()
 
 
-def test_msync_makes_map_stores_durable_on_a_disk_pool(tmp_path):
-    """A process stores through a map of a file on a disk pool, msyncs,
-    and dies; the machine "crashes" (its shared memory, the working copy,
-    is gone).  The next mount replays the journal: the synced stores are
-    there."""
-    pool = Path(KURA_BUILD or tmp_path) / f"msync-{TAG}.pool"
+def crash_after(tmp_path, name, sync, prog):
+    """Runs prog (Python, preloaded, the pool at /kura) on a new disk pool in
+    KURA_SYNC=sync mode; prog kills itself, then the machine "crashes" (its
+    shared memory, the working copy, is gone).  Returns /f as the next
+    mount finds it, once fsck has found the pool whole."""
+    pool = Path(KURA_BUILD or tmp_path) / f"{name}-{sync}-{TAG}.pool"
     subprocess.run([KURA_BIN, "mkfs", str(pool), "--size", "64M", "--force"], check=True, capture_output=True)
-    prog = ("import mmap, os\n"
-            "fd = os.open('/kura/f', os.O_RDWR | os.O_CREAT, 0o644)\n"
-            "os.ftruncate(fd, 3 * 4096)\n"
-            "m = mmap.mmap(fd, 0)\n"
-            "m[4096:4104] = b'durable!'\n"
-            "m.flush()\n"
-            "m[0:4] = b'lost'\n"
-            "os.kill(os.getpid(), 9)\n")
     try:
         # Not under `kura run`, which would write the working copy home
         # once its command died.
-        e = dict(os.environ, KURA_SYNC="fsync", LD_PRELOAD=KURA_LIB, KURA_POOL=str(pool), KURA_MOUNT="/kura")
-        r = subprocess.run(["python3", "-c", prog], env=e, capture_output=True, text=True, timeout=60)
-        assert r.returncode == -9, r.stdout + r.stderr
-        st = pool.stat()
-        for leftover in Path("/dev/shm").glob(f"kura-*-{st.st_dev:x}-{st.st_ino:x}"):
-            leftover.unlink()  # what a crash of the machine takes
-        c = subprocess.run([KURA_BIN, "cat", f"{pool}:/f"], capture_output=True, timeout=60)
-        assert c.returncode == 0, c.stderr
-        assert c.stdout[4096:4104] == b"durable!", c.stdout[4090:4110]
-        assert c.stdout[0:4] == b"\0" * 4, c.stdout[0:4]  # never synced: the crash took it
-        f = subprocess.run([KURA_BIN, "fsck", str(pool)], capture_output=True, text=True)
-        assert f.returncode == 0, f.stdout + f.stderr
-    finally:
-        pool.unlink()
-
-
-@pytest.mark.parametrize("sync", ["op", "fsync"])
-def test_fsync_after_munmap_makes_map_stores_durable(tmp_path, sync):
-    """As on Linux, stores of a map that munmap ended are the file's and a
-    later fsync of it makes them durable: the machine "crashes" after the
-    fsync, and the next mount finds them."""
-    pool = Path(KURA_BUILD or tmp_path) / f"munmap-{sync}-{TAG}.pool"
-    subprocess.run([KURA_BIN, "mkfs", str(pool), "--size", "64M", "--force"], check=True, capture_output=True)
-    prog = ("import mmap, os\n"
-            "fd = os.open('/kura/f', os.O_RDWR | os.O_CREAT, 0o644)\n"
-            "os.ftruncate(fd, 3 * 4096)\n"
-            "m = mmap.mmap(fd, 0)\n"
-            "m[4096:4104] = b'unmapped'\n"
-            "m.close()\n"
-            "os.fsync(fd)\n"
-            "os.kill(os.getpid(), 9)\n")
-    try:
         e = dict(os.environ, KURA_SYNC=sync, LD_PRELOAD=KURA_LIB, KURA_POOL=str(pool), KURA_MOUNT="/kura")
         r = subprocess.run(["python3", "-c", prog], env=e, capture_output=True, text=True, timeout=60)
         assert r.returncode == -9, r.stdout + r.stderr
@@ -144,11 +104,45 @@ def test_fsync_after_munmap_makes_map_stores_durable(tmp_path, sync):
             leftover.unlink()  # what a crash of the machine takes
         c = subprocess.run([KURA_BIN, "cat", f"{pool}:/f"], capture_output=True, timeout=60)
         assert c.returncode == 0, c.stderr
-        assert c.stdout[4096:4104] == b"unmapped", c.stdout[4090:4110]
         f = subprocess.run([KURA_BIN, "fsck", str(pool)], capture_output=True, text=True)
         assert f.returncode == 0, f.stdout + f.stderr
+        return c.stdout
     finally:
         pool.unlink()
+
+
+def test_msync_makes_map_stores_durable_on_a_disk_pool(tmp_path):
+    """A process stores through a map of a file on a disk pool, msyncs,
+    and dies; the machine crashes.  The next mount replays the journal: the
+    synced stores are there."""
+    prog = ("import mmap, os\n"
+            "fd = os.open('/kura/f', os.O_RDWR | os.O_CREAT, 0o644)\n"
+            "os.ftruncate(fd, 3 * 4096)\n"
+            "m = mmap.mmap(fd, 0)\n"
+            "m[4096:4104] = b'durable!'\n"
+            "m.flush()\n"
+            "m[0:4] = b'lost'\n"
+            "os.kill(os.getpid(), 9)\n")
+    f = crash_after(tmp_path, "msync", "fsync", prog)
+    assert f[4096:4104] == b"durable!", f[4090:4110]
+    assert f[0:4] == b"\0" * 4, f[0:4]  # never synced: the crash took it
+
+
+@pytest.mark.parametrize("sync", ["op", "fsync"])
+def test_fsync_after_munmap_makes_map_stores_durable(tmp_path, sync):
+    """As on Linux, stores of a map that munmap ended are the file's and a
+    later fsync of it makes them durable: the machine crashes after the
+    fsync, and the next mount finds them."""
+    prog = ("import mmap, os\n"
+            "fd = os.open('/kura/f', os.O_RDWR | os.O_CREAT, 0o644)\n"
+            "os.ftruncate(fd, 3 * 4096)\n"
+            "m = mmap.mmap(fd, 0)\n"
+            "m[4096:4104] = b'unmapped'\n"
+            "m.close()\n"
+            "os.fsync(fd)\n"
+            "os.kill(os.getpid(), 9)\n")
+    f = crash_after(tmp_path, "munmap", sync, prog)
+    assert f[4096:4104] == b"unmapped", f[4090:4110]
 
 
 MAP_SPACE = r"""
