@@ -10,7 +10,7 @@
  *  - all mkdir/rmdir/readdir in a shared directory whose permanent entries
  *    every listing must show exactly once;
  *  - all pread a shared file written before they start;
- *  - meanwhile the parent starts victims, one at a time, that churn files
+ *  - meanwhile a launcher starts victims, one at a time, that churn files
  *    of their own and the shared directory and die by SIGKILL at a random
  *    moment: the others must not notice (a dead holder's transaction is
  *    undone by whoever takes the lock next, a dead checkpointer's finished
@@ -61,6 +61,10 @@ struct own_model {
 	uint32_t size[NOWN];
 };
 static struct own_model *models; /* MAP_SHARED, one per process */
+static struct {
+	int workers_done; /* the parent's count of workers that ended */
+	int victims;      /* the launcher's count of victims killed */
+} *shared;            /* MAP_SHARED */
 
 static const char *en(long r)
 {
@@ -281,6 +285,38 @@ static void victim(int round)
 	}
 }
 
+/* Victims one at a time while the workers run, and a few after, so that
+ * some die with no other process in the pool.  Exits 0 if each died by
+ * the signal. */
+static void launch_victims(void)
+{
+	me = -2;
+	uint64_t rs = 0x5851f42d4c957f2dull;
+	int round = 0;
+	for (; round < MAX_VICTIMS &&
+	       (__atomic_load_n(&shared->workers_done, __ATOMIC_ACQUIRE) < NPROC || round % 8);
+	     round++) {
+		fflush(NULL);
+		pid_t v = fork();
+		if (v < 0) {
+			perror("fork");
+			_exit(2);
+		}
+		if (v == 0)
+			victim(round);
+		usleep((useconds_t)(500 + next(&rs) % 8000));
+		kill(v, SIGKILL);
+		int st = 0;
+		waitpid(v, &st, 0);
+		if (!WIFSIGNALED(st)) {
+			err("victim %d ended with status %d before it was killed", round, WEXITSTATUS(st));
+			_exit(1);
+		}
+	}
+	shared->victims = round;
+	_exit(0);
+}
+
 static void verify_all(const char *when)
 {
 	unsigned char *b = malloc(MAXFILE + 65536);
@@ -357,6 +393,9 @@ int main(int argc, char **argv)
 	if (models == MAP_FAILED)
 		return 1;
 	memset(models, 0, NPROC * sizeof *models);
+	shared = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (shared == MAP_FAILED)
+		return 1;
 	must(kura_mkfs(pool, 128ull << 20, 1), "mkfs");
 	fs = mount_or_die();
 	must(kura_mkdir(fs, "/shared", 0755), "mkdir /shared");
@@ -402,47 +441,33 @@ int main(int argc, char **argv)
 		if (pids[p] == 0)
 			child(p);
 	}
-	fs = mount_or_die();
-	/* Victims while the workers run (and a few after, so that some die
-	 * with no other process in the pool). */
-	uint64_t rs = 0x5851f42d4c957f2dull;
-	int running = NPROC, victims = 0, reaped[NPROC] = { 0 }, status[NPROC] = { 0 };
-	for (int round = 0; round < MAX_VICTIMS && (running || round % 8); round++) {
-		fflush(NULL);
-		pid_t v = fork();
-		if (v < 0) {
-			perror("fork");
-			return 1;
-		}
-		if (v == 0)
-			victim(round);
-		usleep((useconds_t)(500 + next(&rs) % 8000));
-		kill(v, SIGKILL);
-		int st = 0;
-		waitpid(v, &st, 0);
-		if (!WIFSIGNALED(st)) {
-			err("victim %d ended with status %d before it was killed", round, WEXITSTATUS(st));
-			break;
-		}
-		victims++;
-		running = 0;
-		for (int p = 0; p < NPROC; p++)
-			if (!reaped[p] && waitpid(pids[p], &status[p], WNOHANG) == pids[p])
-				reaped[p] = 1;
-			else
-				running += !reaped[p];
+	/* Forked before the parent mounts, so that no victim inherits a mount
+	 * (nor the launcher's waits the parent's). */
+	fflush(NULL);
+	pid_t launcher = fork();
+	if (launcher < 0) {
+		perror("fork");
+		return 1;
 	}
+	if (launcher == 0)
+		launch_victims();
+	fs = mount_or_die();
 	int failed_children = 0;
 	for (int p = 0; p < NPROC; p++) {
-		int st = status[p];
-		if (!reaped[p])
-			waitpid(pids[p], &st, 0);
+		int st = 0;
+		waitpid(pids[p], &st, 0);
+		__atomic_add_fetch(&shared->workers_done, 1, __ATOMIC_RELEASE);
 		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
 			failed_children++;
 			fprintf(stderr, "stress_mp: process %d ended with %s %d\n", p,
 				WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 		}
 	}
+	int st = 0;
+	waitpid(launcher, &st, 0);
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		err("the victims' launcher ended with %s %d", WIFEXITED(st) ? "status" : "signal",
+		    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
 	verify_all("after processes");
 	int r = kura_unmount(fs);
 	if (r < 0)
@@ -458,6 +483,6 @@ int main(int argc, char **argv)
 	unlink(pool);
 	int bad = errors + failed_children;
 	printf("stress_mp: %d processes x %ld iterations, %d victims killed, %d failed processes, %d errors: %s\n",
-	       NPROC, iters, victims, failed_children, errors, bad ? "FAILED" : "OK");
+	       NPROC, iters, shared->victims, failed_children, errors, bad ? "FAILED" : "OK");
 	return bad ? 1 : 0;
 }
