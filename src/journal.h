@@ -86,6 +86,8 @@ struct jctl {
 	uint64_t home_unsynced; /* a seal wrote blocks home and may have died before syncing them */
 	uint64_t seals, sealed_home; /* seals, and blocks they wrote home */
 	uint64_t pend_since;   /* CLOCK_MONOTONIC ns when the pending set last became non-empty */
+	uint64_t marking;      /* a seal's record counts; its blocks' journaled bits are being set */
+	uint64_t marking_from; /* where that record starts */
 };
 _Static_assert(sizeof(struct jctl) <= KURA_BLOCK, "the control block has one pool block before the dirty map");
 

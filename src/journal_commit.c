@@ -36,7 +36,7 @@ void journal_forget_map(struct journal *j, uint64_t block)
 		j->map_stores[block / 64] &= ~(1ull << (block % 64));
 }
 
-void jn_put_item_from(struct journal *j, uint64_t *at, uint64_t off, uint64_t len, int zero, const void *src)
+void jn_put_item_unmarked(struct journal *j, uint64_t *at, uint64_t off, uint64_t len, int zero, const void *src)
 {
 	struct kura_jitem it = { .off = off, .len = (uint32_t)len, .flags = zero ? JITEM_ZERO : 0 };
 	media_store(j->m, *at, &it, sizeof it);
@@ -48,6 +48,11 @@ void jn_put_item_from(struct journal *j, uint64_t *at, uint64_t off, uint64_t le
 		}
 	}
 	*at += item_size(len, zero);
+}
+
+void jn_put_item_from(struct journal *j, uint64_t *at, uint64_t off, uint64_t len, int zero, const void *src)
+{
+	jn_put_item_unmarked(j, at, off, len, zero, src);
 	mark_journaled(j, off, len);
 }
 
@@ -327,6 +332,14 @@ void journal_repair(struct journal *j, uint64_t undo_head_epoch)
 	 * that finishing it would then discard. */
 	jn_lock_flush(j);
 	jn_unlock_flush(j);
+	/* A sealer that died: if its record counts, its marks are finished (the
+	 * pending list is still the one it sealed); if not, it set none. */
+	if (__atomic_load_n(&j->ctl->marking, __ATOMIC_ACQUIRE)) {
+		if (j->ctl->staged > j->ctl->marking_from)
+			jn_mark_sealed(j);
+		else
+			__atomic_store_n(&j->ctl->marking, 0, __ATOMIC_RELEASE);
+	}
 	uint64_t pos = j->ctl->staged;
 	const uint8_t *rec = media_ptr(j->m, j->rec_off + pos);
 	struct kura_super sb = region_super(j);

@@ -82,6 +82,12 @@ int jn_write_head(struct media *dm, const struct kura_super *sb, uint64_t epoch,
 
 /* journal_commit.c */
 void jn_put_item_from(struct journal *j, uint64_t *at, uint64_t off, uint64_t len, int zero, const void *src);
+/* The same, leaving the blocks' journaled bits to the caller (a seal sets
+ * them once its record counts: jn_mark_sealed). */
+void jn_put_item_unmarked(struct journal *j, uint64_t *at, uint64_t off, uint64_t len, int zero, const void *src);
+/* After a seal's record counts: its blocks (the pending list, still as it
+ * sealed it) may no longer go home ahead of a record. */
+void jn_mark_sealed(struct journal *j);
 void jn_finish_record(struct journal *j, uint64_t pos, uint64_t at, uint64_t undo_epoch);
 void jn_lock_flush(struct journal *j);
 void jn_unlock_flush(struct journal *j);

@@ -197,7 +197,6 @@ int jn_seal(struct journal *j, const struct jtx *t)
 			}
 			uint64_t b = j->pend_list[i], r = t ? 1 : home_run(j, home, i, k);
 			err = media_disk_write(j->m, b << KURA_BLOCK_SHIFT, seal_view(j, t, b), r * KURA_BLOCK);
-			set_bits(j->journaled, b << KURA_BLOCK_SHIFT, r * KURA_BLOCK);
 			i += r;
 		}
 		/* FAULT_SEAL_HOME_EARLY: an injected bug (crash tests only) */
@@ -217,13 +216,25 @@ int jn_seal(struct journal *j, const struct jtx *t)
 			continue;
 		const uint8_t *v = seal_view(j, t, b);
 		FOR_EACH_MASK_RUN(j->pend_mask[b], f, nl,
-				  jn_put_item_from(j, &at, (b << KURA_BLOCK_SHIFT) + f * MEDIA_LINE, nl * MEDIA_LINE, 0,
-						v + f * MEDIA_LINE));
+				  jn_put_item_unmarked(j, &at, (b << KURA_BLOCK_SHIFT) + f * MEDIA_LINE,
+						       nl * MEDIA_LINE, 0, v + f * MEDIA_LINE));
 	}
 	free(home);
 	jn_finish_record(j, pos, at, SEAL_UNDO_EPOCH);
+	/* Only once the record counts may the sealed blocks no longer go home
+	 * ahead of one.  Marked any earlier, a holder dying before it counted
+	 * left them marked and still pending, estimated as going home: the
+	 * next seal had to journal them, beyond what the estimate let fit in
+	 * the journal, and failed with ENOSPC ever after (seal_death_test).
+	 * Their homes then hold bytes no record links in, which a block free
+	 * at the last checkpoint may: the next seal writes them again.  One
+	 * dying after the record counts and before the marks are all set
+	 * leaves "marking" for journal_repair to finish. */
+	c->marking_from = pos;
+	__atomic_store_n(&c->marking, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&c->staged, at - j->rec_off, __ATOMIC_RELEASE);
 	c->seals++;
+	jn_mark_sealed(j);
 	/* Sealed.  A holder dying while this clears leaves masks that the next
 	 * seal records again as they are then, which is harmless. */
 	for (uint64_t i = 0; i < k; i++)
@@ -231,6 +242,13 @@ int jn_seal(struct journal *j, const struct jtx *t)
 	c->pend_est = 0;
 	__atomic_store_n(&c->pend_n, 0, __ATOMIC_RELEASE);
 	return 0;
+}
+
+void jn_mark_sealed(struct journal *j)
+{
+	for (uint64_t i = 0; i < j->ctl->pend_n && i < j->pend_max; i++)
+		set_bits(j->journaled, j->pend_list[i] << KURA_BLOCK_SHIFT, KURA_BLOCK);
+	__atomic_store_n(&j->ctl->marking, 0, __ATOMIC_RELEASE);
 }
 
 int journal_rewrite_in_place(const struct journal *j, uint64_t block)
