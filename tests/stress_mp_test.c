@@ -237,7 +237,10 @@ static void child(int p)
 
 /* Never returns: works until killed.  What it leaves behind is not
  * checked, only that it breaks nothing of the others' and that fsck finds
- * the pool whole. */
+ * the pool whole.  Its files are small: those it holds open unlinked when
+ * it dies keep their space while the others have the pool mounted (README,
+ * Current limits), and several hundred victims must not fill the pool. */
+#define VICTIM_FILE (8 * 1024)
 static void victim(int round)
 {
 	me = NPROC + round;
@@ -255,7 +258,7 @@ static void victim(int round)
 		case 1: {
 			int fd = kura_open(fs, a, O_CREAT | O_RDWR | O_TRUNC, 0644);
 			if (fd >= 0) {
-				kura_write(fs, fd, buf, (size_t)(next(&rs) % MAXFILE));
+				kura_write(fs, fd, buf, (size_t)(next(&rs) % VICTIM_FILE));
 				if (next(&rs) % 4 == 0)
 					kura_fsync(fs, fd);
 				kura_close(fs, fd);
@@ -468,6 +471,16 @@ int main(int argc, char **argv)
 	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
 		err("the victims' launcher ended with %s %d", WIFEXITED(st) ? "status" : "signal",
 		    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+	if (failed_children || errors) {
+		/* What filled the pool, when something did. */
+		struct kura_info in;
+		if (kura_info(fs, &in) == 0)
+			fprintf(stderr,
+				"stress_mp: pool: %llu of %llu blocks free, %llu files, %llu directories, %llu orphans\n",
+				(unsigned long long)in.blocks_free, (unsigned long long)in.blocks_total,
+				(unsigned long long)in.files, (unsigned long long)in.directories,
+				(unsigned long long)in.orphans);
+	}
 	verify_all("after processes");
 	int r = kura_unmount(fs);
 	if (r < 0)
