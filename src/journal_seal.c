@@ -225,7 +225,7 @@ int jn_seal(struct journal *j, const struct jtx *t)
 	 * ahead of one.  Marked any earlier, a holder dying before it counted
 	 * left them marked and still pending, estimated as going home: the
 	 * next seal had to journal them, beyond what the estimate let fit in
-	 * the journal, and failed with ENOSPC ever after (seal_death_test).
+	 * the journal, and failed with ENOSPC ever after (tests/death_test.c).
 	 * Their homes then hold bytes no record links in, which a block free
 	 * at the last checkpoint may: the next seal writes them again.  One
 	 * dying after the record counts and before the marks are all set

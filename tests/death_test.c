@@ -1,0 +1,268 @@
+/*
+ * death_test — a process of a disk pool (either mode) dies by SIGKILL at
+ * each of its writes and syncs of the pool file in turn, before or after
+ * the call, while another process has the pool mounted (or, every other
+ * time, with none).  Nothing may be lost or wedged: the working copy holds
+ * everything the dead process did, so the survivor must see every
+ * operation it completed, go on writing and syncing, and leave a pool that
+ * fsck finds whole and a remount shows the same.
+ *
+ * The dead process's workload writes large fresh files (a seal writes them
+ * home rather than through the journal), small ones, syncs, renames and
+ * unlinks, in a pool whose journal it fills several times over
+ * (checkpoints).  A seal that died after its home writes once wedged the
+ * pool with ENOSPC (journal_seal.c says how).
+ *
+ * Linked with -Wl,--wrap=pwrite,--wrap=fdatasync: the dying process counts
+ * its calls and raises SIGKILL at the chosen one.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "kura.h"
+
+#include "check.h"
+
+#define POOL_SIZE (16ull << 20) /* a journal of 256 KiB */
+#define NOPS 40
+#define BIG (300u * 1024)
+#define MAX_POINTS 48 /* kill points tried, spread over the calls */
+
+ssize_t __real_pwrite(int fd, const void *buf, size_t n, off_t off);
+int __real_fdatasync(int fd);
+
+static long calls, die_at; /* in the dying process; die_at 0: count only */
+static int die_after;
+static struct { long done, calls; } *shared; /* MAP_SHARED with the parent */
+
+static void call_point(int after)
+{
+	if (!after)
+		calls++;
+	if (die_at && calls == die_at && after == die_after)
+		raise(SIGKILL);
+}
+
+ssize_t __wrap_pwrite(int fd, const void *buf, size_t n, off_t off)
+{
+	call_point(0);
+	ssize_t r = __real_pwrite(fd, buf, n, off);
+	call_point(1);
+	return r;
+}
+
+int __wrap_fdatasync(int fd)
+{
+	call_point(0);
+	int r = __real_fdatasync(fd);
+	call_point(1);
+	return r;
+}
+
+static struct kura_mount_opts opts = { .persist = KURA_PERSIST_FILE };
+static char pool[160];
+
+static size_t size_of(int i)
+{
+	return i % 4 == 0 ? BIG : (size_t)(i * 1237) % 20000;
+}
+
+static unsigned char pattern(size_t at, int i)
+{
+	return (unsigned char)(at * 31 + (at >> 12) + (size_t)i * 101);
+}
+
+/* The names the workload's op i touches, and what it leaves: /f<i> made,
+ * /f<i-2> unlinked (i % 5 == 4), /f<i-1> renamed to /g<i-1> (i % 7 == 6). */
+struct model {
+	int f[NOPS], g[NOPS]; /* exists */
+};
+
+static void model_op(struct model *m, int i)
+{
+	m->f[i] = 1;
+	if (i % 5 == 4 && i >= 2)
+		m->f[i - 2] = 0;
+	if (i % 7 == 6 && m->f[i - 1])
+		m->f[i - 1] = 0, m->g[i - 1] = 1;
+}
+
+static int touches(int op, int i)
+{
+	return op < NOPS && (i == op || (op % 5 == 4 && i == op - 2) || (op % 7 == 6 && i == op - 1));
+}
+
+static int write_file(kura_fs *fs, const char *path, size_t len, int i, int sync)
+{
+	unsigned char *b = malloc(len + 1);
+	for (size_t at = 0; at < len; at++)
+		b[at] = pattern(at, i);
+	int fd = kura_open(fs, path, O_CREAT | O_TRUNC | O_WRONLY, 0644);
+	ssize_t n = fd >= 0 ? kura_write(fs, fd, b, len) : fd;
+	int err = n == (ssize_t)len ? 0 : n < 0 ? (int)n : -EIO;
+	if (!err && sync)
+		err = kura_fsync(fs, fd);
+	if (fd >= 0)
+		kura_close(fs, fd);
+	free(b);
+	return err;
+}
+
+static void workload(kura_fs *fs)
+{
+	char a[32], b[32];
+	for (int i = 0; i < NOPS; i++) {
+		snprintf(a, sizeof a, "/f%d", i);
+		if (write_file(fs, a, size_of(i), i, i % 3 == 2))
+			_exit(3);
+		if (i % 5 == 4 && i >= 2) {
+			snprintf(a, sizeof a, "/f%d", i - 2);
+			kura_unlink(fs, a); /* may have been renamed: ENOENT is fine */
+		}
+		if (i % 7 == 6) {
+			snprintf(a, sizeof a, "/f%d", i - 1);
+			snprintf(b, sizeof b, "/g%d", i - 1);
+			kura_rename(fs, a, b, 0);
+		}
+		shared->done = i + 1;
+	}
+}
+
+static void dying_process(void)
+{
+	int e = 0;
+	kura_fs *fs = kura_mount(pool, &opts, &e);
+	if (!fs)
+		_exit(2);
+	shared->done = 0;
+	calls = 0;
+	workload(fs);
+	shared->calls = calls;
+	kura_unmount(fs);
+	_exit(0);
+}
+
+static void check_file(kura_fs *fs, const char *path, int i, int exists, const char *when)
+{
+	struct stat st;
+	int r = kura_stat(fs, path, &st);
+	if (!exists) {
+		CHECK(r == -ENOENT, "%s: %s exists (%d)", when, path, r);
+		return;
+	}
+	size_t len = size_of(i);
+	unsigned char *buf = malloc(len + 1);
+	int fd = kura_open(fs, path, O_RDONLY, 0);
+	ssize_t n = fd >= 0 ? kura_pread(fs, fd, buf, len + 1, 0) : fd;
+	size_t ok = 0;
+	while (n == (ssize_t)len && ok < len && buf[ok] == pattern(ok, i))
+		ok++;
+	CHECK(n == (ssize_t)len && ok == len, "%s: %s: read %zd of %zu bytes, first wrong byte at %zu", when, path, n,
+	      len, ok);
+	if (fd >= 0)
+		kura_close(fs, fd);
+	free(buf);
+}
+
+/* Every name no op after the last completed one touched is as the model
+ * of the completed ops says. */
+static void check_model(kura_fs *fs, long done, const char *when)
+{
+	struct model m = { 0 };
+	for (int i = 0; i < done; i++)
+		model_op(&m, i);
+	for (int i = 0; i < NOPS; i++) {
+		if (touches((int)done, i))
+			continue;
+		char a[32];
+		snprintf(a, sizeof a, "/f%d", i);
+		check_file(fs, a, i, m.f[i], when);
+		snprintf(a, sizeof a, "/g%d", i);
+		check_file(fs, a, i, m.g[i], when);
+	}
+}
+
+static void fsck_line(void *ctx, const char *line)
+{
+	(void)ctx;
+	printf("fsck: %s\n", line);
+}
+
+/* Returns the calls the dying process made (all of them when die_at is 0). */
+static long run_case(long at, int after, int survivor)
+{
+	char when[96];
+	snprintf(when, sizeof when, "%s mode, death at call %ld (%s it), %s",
+		 opts.sync == KURA_SYNC_OP ? "op" : "fsync", at, after ? "after" : "before",
+		 survivor ? "another mount alive" : "alone");
+	if (kura_mkfs(pool, POOL_SIZE, 1) < 0) {
+		fprintf(stderr, "mkfs %s: %s\n", pool, kura_last_error());
+		exit(1);
+	}
+	int e = 0;
+	kura_fs *fs = survivor ? kura_mount(pool, &opts, &e) : NULL;
+	CHECK(!survivor || fs, "%s: mount: %d", when, e);
+	shared->calls = -1;
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		die_at = at;
+		die_after = after;
+		dying_process(); /* not the parent's mount: a new one */
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	long done = shared->done;
+	CHECK(at ? WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL : WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	      "%s: the process ended with status %#x", when, st);
+	if (!fs)
+		fs = kura_mount(pool, &opts, &e);
+	CHECK(fs != NULL, "%s: mount after the death: %d (%s)", when, e, kura_last_error());
+	if (!fs)
+		return 0;
+	check_model(fs, done, when);
+	int err = write_file(fs, "/after", 64 * 1024, 99, 1);
+	CHECK(err == 0, "%s: a synced write after the death: %d", when, err);
+	err = kura_unmount(fs);
+	CHECK(err == 0, "%s: the last unmount: %d", when, err);
+	CHECK(kura_fsck(pool, 0, fsck_line, NULL) == 0, "%s: fsck", when);
+	fs = kura_mount(pool, &opts, &e);
+	CHECK(fs != NULL, "%s: remount: %d", when, e);
+	if (fs) {
+		check_model(fs, done, when);
+		kura_unmount(fs);
+	}
+	unlink(pool);
+	return shared->calls;
+}
+
+int main(void)
+{
+	snprintf(pool, sizeof pool, "death-%d.pool", (int)getpid());
+	shared = mmap(NULL, sizeof *shared, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (shared == MAP_FAILED)
+		return 1;
+	int cases = 0;
+	for (int mode = 0; mode < 2; mode++) {
+		opts.sync = mode ? KURA_SYNC_OP : KURA_SYNC_FSYNC;
+		long total = run_case(0, 0, 1);
+		CHECK(total > 0, "the workload made no write or sync of the pool file");
+		long step = total / MAX_POINTS + 1;
+		for (long at = 1; at <= total; at += step)
+			for (int after = 0; after < 2; after++, cases++)
+				run_case(at, after, (int)((at / step + after) % 2));
+		printf("death_test: %s mode: %ld calls\n", mode ? "op" : "fsync", total);
+	}
+	printf("death_test: %d deaths: %d passed, %d failed\n", cases, passed, failed);
+	return failed ? 1 : 0;
+}
