@@ -36,7 +36,8 @@
 #define POOL_SIZE (16ull << 20) /* a journal of 256 KiB */
 #define NOPS 40
 #define BIG (300u * 1024)
-#define MAX_POINTS 48 /* kill points tried, spread over the calls */
+#define BIG_FILE (1280u * 1024) /* overwritten whole: five times the journal */
+#define MAX_POINTS 32 /* kill points tried per mode, spread over the calls */
 
 ssize_t __real_pwrite(int fd, const void *buf, size_t n, off_t off);
 int __real_fdatasync(int fd);
@@ -83,23 +84,40 @@ static unsigned char pattern(size_t at, int i)
 }
 
 /* The names the workload's op i touches, and what it leaves: /f<i> made,
- * /f<i-2> unlinked (i % 5 == 4), /f<i-1> renamed to /g<i-1> (i % 7 == 6). */
+ * /f<i-2> unlinked (i % 5 == 4), /f<i-1> renamed to /g<i-1> (i % 7 == 6),
+ * /f<i-3> cut to half its length (i % 10 == 9), /big overwritten whole
+ * with op i's bytes in one write (i % 6 == 5: more than the journal holds),
+ * /d<i> made with a file in it and /d<i-9> emptied and removed
+ * (i % 9 == 8). */
 struct model {
-	int f[NOPS], g[NOPS]; /* exists */
+	int f[NOPS], g[NOPS], d[NOPS]; /* exists */
+	size_t len[NOPS];
+	int big; /* the op whose bytes /big holds */
 };
 
 static void model_op(struct model *m, int i)
 {
 	m->f[i] = 1;
+	m->len[i] = size_of(i);
 	if (i % 5 == 4 && i >= 2)
 		m->f[i - 2] = 0;
 	if (i % 7 == 6 && m->f[i - 1])
 		m->f[i - 1] = 0, m->g[i - 1] = 1;
+	if (i % 10 == 9 && m->f[i - 3])
+		m->len[i - 3] /= 2;
+	if (i % 6 == 5)
+		m->big = i;
+	if (i % 9 == 8) {
+		m->d[i] = 1;
+		if (i >= 9)
+			m->d[i - 9] = 0;
+	}
 }
 
 static int touches(int op, int i)
 {
-	return op < NOPS && (i == op || (op % 5 == 4 && i == op - 2) || (op % 7 == 6 && i == op - 1));
+	return op < NOPS && (i == op || (op % 5 == 4 && i == op - 2) || (op % 7 == 6 && i == op - 1) ||
+			     (op % 10 == 9 && i == op - 3) || (op % 9 == 8 && i == op - 9));
 }
 
 static int write_file(kura_fs *fs, const char *path, size_t len, int i, int sync)
@@ -118,9 +136,24 @@ static int write_file(kura_fs *fs, const char *path, size_t len, int i, int sync
 	return err;
 }
 
+static int overwrite_big(kura_fs *fs, int i)
+{
+	unsigned char *b = malloc(BIG_FILE);
+	for (size_t at = 0; at < BIG_FILE; at++)
+		b[at] = pattern(at, i);
+	int fd = kura_open(fs, "/big", O_CREAT | O_WRONLY, 0644);
+	ssize_t n = fd >= 0 ? kura_pwrite(fs, fd, b, BIG_FILE, 0) : fd;
+	if (fd >= 0)
+		kura_close(fs, fd);
+	free(b);
+	return n == (ssize_t)BIG_FILE ? 0 : n < 0 ? (int)n : -EIO;
+}
+
 static void workload(kura_fs *fs)
 {
 	char a[32], b[32];
+	if (overwrite_big(fs, -1))
+		_exit(3);
 	for (int i = 0; i < NOPS; i++) {
 		snprintf(a, sizeof a, "/f%d", i);
 		if (write_file(fs, a, size_of(i), i, i % 3 == 2))
@@ -133,6 +166,24 @@ static void workload(kura_fs *fs)
 			snprintf(a, sizeof a, "/f%d", i - 1);
 			snprintf(b, sizeof b, "/g%d", i - 1);
 			kura_rename(fs, a, b, 0);
+		}
+		if (i % 10 == 9) {
+			snprintf(a, sizeof a, "/f%d", i - 3);
+			kura_truncate(fs, a, (off_t)(size_of(i - 3) / 2)); /* ENOENT if gone */
+		}
+		if (i % 6 == 5 && overwrite_big(fs, i))
+			_exit(3);
+		if (i % 9 == 8) {
+			snprintf(a, sizeof a, "/d%d", i);
+			snprintf(b, sizeof b, "/d%d/x", i);
+			if (kura_mkdir(fs, a, 0755) || write_file(fs, b, 100, i, 0))
+				_exit(3);
+			if (i >= 9) {
+				snprintf(a, sizeof a, "/d%d", i - 9);
+				snprintf(b, sizeof b, "/d%d/x", i - 9);
+				if (kura_unlink(fs, b) || kura_rmdir(fs, a))
+					_exit(3);
+			}
 		}
 		shared->done = i + 1;
 	}
@@ -152,7 +203,7 @@ static void dying_process(void)
 	_exit(0);
 }
 
-static void check_file(kura_fs *fs, const char *path, int i, int exists, const char *when)
+static void check_file(kura_fs *fs, const char *path, int i, int exists, size_t len, const char *when)
 {
 	struct stat st;
 	int r = kura_stat(fs, path, &st);
@@ -160,7 +211,6 @@ static void check_file(kura_fs *fs, const char *path, int i, int exists, const c
 		CHECK(r == -ENOENT, "%s: %s exists (%d)", when, path, r);
 		return;
 	}
-	size_t len = size_of(i);
 	unsigned char *buf = malloc(len + 1);
 	int fd = kura_open(fs, path, O_RDONLY, 0);
 	ssize_t n = fd >= 0 ? kura_pread(fs, fd, buf, len + 1, 0) : fd;
@@ -179,6 +229,7 @@ static void check_file(kura_fs *fs, const char *path, int i, int exists, const c
 static void check_model(kura_fs *fs, long done, const char *when)
 {
 	struct model m = { 0 };
+	m.big = -1;
 	for (int i = 0; i < done; i++)
 		model_op(&m, i);
 	for (int i = 0; i < NOPS; i++) {
@@ -186,10 +237,14 @@ static void check_model(kura_fs *fs, long done, const char *when)
 			continue;
 		char a[32];
 		snprintf(a, sizeof a, "/f%d", i);
-		check_file(fs, a, i, m.f[i], when);
+		check_file(fs, a, i, m.f[i], m.len[i], when);
 		snprintf(a, sizeof a, "/g%d", i);
-		check_file(fs, a, i, m.g[i], when);
+		check_file(fs, a, i, m.g[i], m.len[i], when);
+		snprintf(a, sizeof a, "/d%d/x", i);
+		check_file(fs, a, i, m.d[i], 100, when);
 	}
+	if (done > 0 && done % 6 != 5) /* before op 0: its first write in flight */
+		check_file(fs, "/big", m.big, 1, BIG_FILE, when);
 }
 
 static void fsck_line(void *ctx, const char *line)
