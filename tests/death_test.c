@@ -14,8 +14,12 @@
  * pool with ENOSPC (journal_seal.c says how).
  *
  * Linked with -Wl,--wrap=pwrite,--wrap=fdatasync: the dying process counts
- * its calls and raises SIGKILL at the chosen one.
+ * its calls and raises SIGKILL at the chosen one.  On the memory back end,
+ * which makes no system call, the points are its stores to the pool
+ * (media_store and its kin, wrapped too): a death there may leave the
+ * pool's mutex held mid-transaction, which the next taker rolls back.
  */
+#include "media.h"
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -37,13 +41,21 @@
 #define NOPS 40
 #define BIG (300u * 1024)
 #define BIG_FILE (1280u * 1024) /* overwritten whole: five times the journal */
-#define MAX_POINTS 32 /* kill points tried per mode, spread over the calls */
+/* Kill points tried per mode, spread over the calls: a disk pool's cost
+ * a sync each, the memory back end's almost nothing. */
+#define MAX_POINTS 32
+#define MAX_STORE_POINTS 300
 
 ssize_t __real_pwrite(int fd, const void *buf, size_t n, off_t off);
 int __real_fdatasync(int fd);
+void __real_media_store(struct media *m, uint64_t off, const void *src, size_t len);
+void __real_media_store64(struct media *m, uint64_t off, uint64_t value);
+void __real_media_memset(struct media *m, uint64_t off, int c, size_t len);
+void __real_media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len);
 
 static long calls, die_at; /* in the dying process; die_at 0: count only */
 static int die_after;
+static int at_stores; /* the points are stores (memory back end), not system calls */
 static struct { long done, calls; } *shared; /* MAP_SHARED with the parent */
 
 static void call_point(int after)
@@ -54,20 +66,47 @@ static void call_point(int after)
 		raise(SIGKILL);
 }
 
+#define AROUND(points, call)           \
+	do {                           \
+		if (points)            \
+			call_point(0); \
+		call;                  \
+		if (points)            \
+			call_point(1); \
+	} while (0)
+
 ssize_t __wrap_pwrite(int fd, const void *buf, size_t n, off_t off)
 {
-	call_point(0);
-	ssize_t r = __real_pwrite(fd, buf, n, off);
-	call_point(1);
+	ssize_t r;
+	AROUND(!at_stores, r = __real_pwrite(fd, buf, n, off));
 	return r;
 }
 
 int __wrap_fdatasync(int fd)
 {
-	call_point(0);
-	int r = __real_fdatasync(fd);
-	call_point(1);
+	int r;
+	AROUND(!at_stores, r = __real_fdatasync(fd));
 	return r;
+}
+
+void __wrap_media_store(struct media *m, uint64_t off, const void *src, size_t len)
+{
+	AROUND(at_stores, __real_media_store(m, off, src, len));
+}
+
+void __wrap_media_store64(struct media *m, uint64_t off, uint64_t value)
+{
+	AROUND(at_stores, __real_media_store64(m, off, value));
+}
+
+void __wrap_media_memset(struct media *m, uint64_t off, int c, size_t len)
+{
+	AROUND(at_stores, __real_media_memset(m, off, c, len));
+}
+
+void __wrap_media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len)
+{
+	AROUND(at_stores, __real_media_copy_nt(m, off, src, len));
 }
 
 static struct kura_mount_opts opts = { .persist = KURA_PERSIST_FILE };
@@ -257,8 +296,9 @@ static void fsck_line(void *ctx, const char *line)
 static long run_case(long at, int after, int survivor)
 {
 	char when[96];
-	snprintf(when, sizeof when, "%s mode, death at call %ld (%s it), %s",
-		 opts.sync == KURA_SYNC_OP ? "op" : "fsync", at, after ? "after" : "before",
+	snprintf(when, sizeof when, "%s, death at %s %ld (%s it), %s",
+		 at_stores ? "memory" : opts.sync == KURA_SYNC_OP ? "op mode" : "fsync mode",
+		 at_stores ? "store" : "call", at, after ? "after" : "before",
 		 survivor ? "another mount alive" : "alone");
 	if (kura_mkfs(pool, POOL_SIZE, 1) < 0) {
 		fprintf(stderr, "mkfs %s: %s\n", pool, kura_last_error());
@@ -308,15 +348,21 @@ int main(void)
 	if (shared == MAP_FAILED)
 		return 1;
 	int cases = 0;
-	for (int mode = 0; mode < 2; mode++) {
-		opts.sync = mode ? KURA_SYNC_OP : KURA_SYNC_FSYNC;
+	for (int mode = 0; mode < 3; mode++) {
+		static const char *const names[] = { "disk pool, fsync mode", "disk pool, op mode", "memory back end" };
+		opts.sync = mode == 1 ? KURA_SYNC_OP : KURA_SYNC_FSYNC;
+		opts.persist = mode == 2 ? KURA_PERSIST_MEMORY : KURA_PERSIST_FILE;
+		at_stores = mode == 2;
+		/* The memory back end's pool in memory: many cheap deaths. */
+		if (at_stores)
+			snprintf(pool, sizeof pool, "/dev/shm/kura-death-%d.pool", (int)getpid());
 		long total = run_case(0, 0, 1);
-		CHECK(total > 0, "the workload made no write or sync of the pool file");
-		long step = total / MAX_POINTS + 1;
+		CHECK(total > 0, "%s: the workload made no write of the pool", names[mode]);
+		long step = total / (at_stores ? MAX_STORE_POINTS : MAX_POINTS) + 1;
 		for (long at = 1; at <= total; at += step)
 			for (int after = 0; after < 2; after++, cases++)
 				run_case(at, after, (int)((at / step + after) % 2));
-		printf("death_test: %s mode: %ld calls\n", mode ? "op" : "fsync", total);
+		printf("death_test: %s: %ld %s\n", names[mode], total, at_stores ? "stores" : "writes and syncs");
 	}
 	printf("death_test: %d deaths: %d passed, %d failed\n", cases, passed, failed);
 	return failed ? 1 : 0;
