@@ -18,7 +18,14 @@
  * which makes no system call, the points are its stores to the pool
  * (media_store and its kin, wrapped too): a death there may leave the
  * pool's mutex held mid-transaction, which the next taker rolls back.
+ *
+ * The same process is also stopped, not killed, just after it wrote a new
+ * journal head in a checkpoint (before its copy counts the new epoch),
+ * while another process mounts: the mount must succeed (it failed with EIO,
+ * the copy "not in step" with the disk, before journal.c's copy_current
+ * allowed for a checkpoint in flight).
  */
+#include "layout.h"
 #include "media.h"
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -55,6 +62,9 @@ void __real_media_copy_nt(struct media *m, uint64_t off, const void *src, size_t
 
 static long calls, die_at; /* in the dying process; die_at 0: count only */
 static int die_after;
+static long pause_at_head;          /* stop after this many head writes (0: never) */
+static off_t head_off;              /* the journal head's place in the pool file */
+static int to_parent[2], to_child[2]; /* pipes while stopped */
 static int at_stores; /* the points are stores (memory back end), not system calls */
 static struct { long done, calls; } *shared; /* MAP_SHARED with the parent */
 
@@ -79,6 +89,11 @@ ssize_t __wrap_pwrite(int fd, const void *buf, size_t n, off_t off)
 {
 	ssize_t r;
 	AROUND(!at_stores, r = __real_pwrite(fd, buf, n, off));
+	if (pause_at_head && off == head_off && --pause_at_head == 0) {
+		char c = 'p';
+		if (write(to_parent[1], &c, 1) != 1 || read(to_child[0], &c, 1) != 1)
+			_exit(5);
+	}
 	return r;
 }
 
@@ -341,6 +356,75 @@ static long run_case(long at, int after, int survivor)
 	return shared->calls;
 }
 
+/* The process stops after its nth head write while another mounts. */
+static void run_pause_case(long nth)
+{
+	char when[96];
+	snprintf(when, sizeof when, "%s, a mount while head write %ld waits",
+		 opts.sync == KURA_SYNC_OP ? "op mode" : "fsync mode", nth);
+	if (kura_mkfs(pool, POOL_SIZE, 1) < 0) {
+		fprintf(stderr, "mkfs %s: %s\n", pool, kura_last_error());
+		exit(1);
+	}
+	struct kura_super sb;
+	int pfd = open(pool, O_RDONLY);
+	if (pfd < 0 || pread(pfd, &sb, sizeof sb, 0) != sizeof sb) {
+		perror(pool);
+		exit(1);
+	}
+	close(pfd);
+	head_off = (off_t)(sb.log_block * KURA_BLOCK);
+	int e = 0;
+	kura_fs *fs = kura_mount(pool, &opts, &e); /* the newcomer is then not alone */
+	CHECK(fs != NULL, "%s: mount: %d", when, e);
+	if (!fs || pipe(to_parent) || pipe(to_child))
+		return;
+	fflush(NULL);
+	pid_t worker = fork();
+	if (worker == 0) {
+		close(to_parent[0]);
+		close(to_child[1]);
+		pause_at_head = nth;
+		dying_process(); /* does the whole workload, stopping once */
+	}
+	close(to_parent[1]);
+	close(to_child[0]);
+	char c;
+	int stopped = read(to_parent[0], &c, 1) == 1;
+	pid_t newcomer = -1;
+	if (stopped) {
+		fflush(NULL);
+		newcomer = fork();
+		if (newcomer == 0) {
+			kura_fs *n = kura_mount(pool, &opts, &e);
+			if (!n) {
+				printf("%s: the newcomer's mount: %s\n", when, kura_last_error());
+				_exit(1);
+			}
+			struct stat st;
+			_exit(kura_stat(n, "/", &st) || kura_unmount(n) ? 2 : 0);
+		}
+		usleep(20000); /* it may wait for the pool's mutex: the worker may hold it */
+		c = 'g';
+		if (write(to_child[1], &c, 1) != 1)
+			perror("pipe");
+	}
+	int st = 0;
+	waitpid(worker, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: the worker ended with status %#x", when, st);
+	if (newcomer > 0) {
+		waitpid(newcomer, &st, 0);
+		CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: the newcomer ended with status %#x", when, st);
+	}
+	close(to_parent[0]);
+	close(to_child[1]);
+	check_model(fs, NOPS, when);
+	CHECK(kura_unmount(fs) == 0, "%s: the last unmount", when);
+	CHECK(kura_fsck(pool, 0, fsck_line, NULL) == 0, "%s: fsck", when);
+	unlink(pool);
+	CHECK(stopped, "%s: the workload wrote fewer heads", when);
+}
+
 int main(void)
 {
 	snprintf(pool, sizeof pool, "death-%d.pool", (int)getpid());
@@ -363,6 +447,10 @@ int main(void)
 			for (int after = 0; after < 2; after++, cases++)
 				run_case(at, after, (int)((at / step + after) % 2));
 		printf("death_test: %s: %ld %s\n", names[mode], total, at_stores ? "stores" : "writes and syncs");
+		/* Op mode checkpoints several times in the workload (fsync mode,
+		 * whose fresh data goes home, fills no journal). */
+		for (long nth = 1; mode == 1 && nth <= 3; nth++)
+			run_pause_case(nth);
 	}
 	printf("death_test: %d deaths: %d passed, %d failed\n", cases, passed, failed);
 	return failed ? 1 : 0;
