@@ -112,6 +112,10 @@ int kura_set_host_prefix(kura_fs *fs, const char *prefix);
  * (if err is non-NULL) and a one-line human-readable reason, naming the pool
  * path and what is wrong, retrievable with kura_last_error(). */
 kura_fs *kura_mount(const char *pool_path, const struct kura_mount_opts *opts, int *err);
+/* Unmount (and free fs, whatever the result).  0, or -errno when what this
+ * mount changed may not all be on the disk: a sync of the pool file failed,
+ * or, for the last mount of a disk pool, writing everything home did (the
+ * working copy in /dev/shm then keeps it for the next mount). */
 int kura_unmount(kura_fs *fs);
 
 /* The reason the last kura_mount()/kura_mkfs() of this thread failed. */

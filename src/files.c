@@ -54,8 +54,7 @@ int kura_unmount(kura_fs *fs)
 	if (!fs)
 		return -EINVAL;
 	ofile_detach(fs);
-	fs_close(fs);
-	return 0;
+	return fs_close(fs);
 }
 
 int fd_dir_ino(struct kura_fs *fs, int dirfd, const char *path, uint64_t *start)

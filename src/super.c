@@ -720,8 +720,9 @@ out:
 	return NULL;
 }
 
-void fs_close(struct kura_fs *fs)
+int fs_close(struct kura_fs *fs)
 {
+	int err = 0;
 	if (fs->tx.j) {
 		/* The last mount out writes everything home and removes the copy,
 		 * under the pool's flock so that no mount attaches meanwhile. */
@@ -729,12 +730,14 @@ void fs_close(struct kura_fs *fs)
 			;
 		if (lock_is_last(&fs->lk)) {
 			take_lock(fs);
-			int err = journal_checkpoint(&fs->j);
+			err = journal_checkpoint(&fs->j);
 			lock_release(&fs->lk);
 			if (!err)
 				journal_remove_copy(fs->pool_fd);
 		}
 	}
+	if (!err && fs->m.io_err)
+		err = -EIO;
 	lock_detach(&fs->lk, fs->pool_fd);
 	tx_destroy(&fs->tx);
 	media_unmap(&fs->m);
@@ -750,6 +753,7 @@ void fs_close(struct kura_fs *fs)
 	free((void *)fs->sb);
 	pthread_mutex_destroy(&fs->fd_mutex);
 	free(fs);
+	return err;
 }
 
 int kura_default_pool_path(char *buf, size_t len)

@@ -25,6 +25,9 @@ int orphan_reclaim(struct kura_fs *fs);
 /* reclaim: free orphans if no other process has the pool mounted (not when
  * the caller inherits open descriptions that may name them). */
 struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, int reclaim, int *err);
-void fs_close(struct kura_fs *fs);
+/* Unmaps and detaches; the last mount out writes everything home first.
+ * 0, or -errno if what it wrote may not be on the disk (a failed sync, a
+ * checkpoint that failed: the working copy then stays for the next mount). */
+int fs_close(struct kura_fs *fs);
 
 #endif

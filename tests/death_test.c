@@ -97,8 +97,14 @@ ssize_t __wrap_pwrite(int fd, const void *buf, size_t n, off_t off)
 	return r;
 }
 
+static int fail_syncs; /* the disk refuses: fdatasync fails with EIO */
+
 int __wrap_fdatasync(int fd)
 {
+	if (fail_syncs) {
+		errno = EIO;
+		return -1;
+	}
 	int r;
 	AROUND(!at_stores, r = __real_fdatasync(fd));
 	return r;
@@ -425,6 +431,40 @@ static void run_pause_case(long nth)
 	CHECK(stopped, "%s: the workload wrote fewer heads", when);
 }
 
+/* The last unmount cannot write the pool home: it says so, and the next
+ * mount finds everything in the working copy it kept. */
+static void run_failing_unmount(void)
+{
+	const char *when = "an unmount whose syncs fail";
+	if (kura_mkfs(pool, POOL_SIZE, 1) < 0) {
+		fprintf(stderr, "mkfs %s: %s\n", pool, kura_last_error());
+		exit(1);
+	}
+	int e = 0;
+	kura_fs *fs = kura_mount(pool, &opts, &e);
+	CHECK(fs != NULL, "%s: mount: %d", when, e);
+	if (!fs)
+		return;
+	CHECK(write_file(fs, "/f0", size_of(0), 0, 0) == 0, "%s: write", when);
+	fail_syncs = 1;
+	int err = kura_unmount(fs);
+	fail_syncs = 0;
+	CHECK(err == -EIO, "%s: kura_unmount returned %d, not -EIO", when, err);
+	fs = kura_mount(pool, &opts, &e);
+	CHECK(fs != NULL, "%s: remount: %d", when, e);
+	if (fs) {
+		check_file(fs, "/f0", 0, 1, size_of(0), when);
+		CHECK(kura_unmount(fs) == 0, "%s: the unmount once the disk works", when);
+	}
+	CHECK(kura_fsck(pool, 0, fsck_line, NULL) == 0, "%s: fsck", when);
+	fs = kura_mount(pool, &opts, &e);
+	if (fs) {
+		check_file(fs, "/f0", 0, 1, size_of(0), "written home at last");
+		kura_unmount(fs);
+	}
+	unlink(pool);
+}
+
 int main(void)
 {
 	snprintf(pool, sizeof pool, "death-%d.pool", (int)getpid());
@@ -451,6 +491,8 @@ int main(void)
 		 * whose fresh data goes home, fills no journal). */
 		for (long nth = 1; mode == 1 && nth <= 3; nth++)
 			run_pause_case(nth);
+		if (mode < 2)
+			run_failing_unmount();
 	}
 	printf("death_test: %d deaths: %d passed, %d failed\n", cases, passed, failed);
 	return failed ? 1 : 0;
