@@ -189,8 +189,13 @@ int cli_tidy_pool(const char *pool)
 		int err = 0;
 		kura_fs *fs = kura_mount(pool, &o, &err);
 		if (fs) {
-			kura_release(fs);
-			kura_unmount(fs);
+			err = kura_release(fs);
+			int u = kura_unmount(fs);
+			if (err < 0 || u < 0)
+				fprintf(stderr,
+					"kura: %s: cannot write the pool home: %s; its working copy stays in "
+					"/dev/shm for the next mount\n",
+					pool, strerror(err < 0 ? -err : -u));
 		}
 	}
 	if (!shm_exists("locks-", &st) && !shm_exists("notify-", &st))
