@@ -246,8 +246,11 @@ int jn_seal(struct journal *j, const struct jtx *t)
 
 void jn_mark_sealed(struct journal *j)
 {
+	/* Bounded as the seal's own walk is: the list is shared memory that a
+	 * dead holder left. */
 	for (uint64_t i = 0; i < j->ctl->pend_n && i < j->pend_max; i++)
-		set_bits(j->journaled, j->pend_list[i] << KURA_BLOCK_SHIFT, KURA_BLOCK);
+		if (j->pend_list[i] < j->nblocks)
+			set_bits(j->journaled, j->pend_list[i] << KURA_BLOCK_SHIFT, KURA_BLOCK);
 	__atomic_store_n(&j->ctl->marking, 0, __ATOMIC_RELEASE);
 }
 
