@@ -1,0 +1,292 @@
+/*
+ * fileio.c — the data half of the descriptor API: read, write, seek,
+ * truncate, allocate and sync an open file, and its attributes through the
+ * descriptor.  Opening and closing, directory streams and mount are
+ * files.c's.
+ *
+ * An offset is guarded by its description's own lock (ofile_lock_pos), so
+ * read() and write() on one description are serialised like Linux's f_pos
+ * lock, while different descriptions proceed in parallel.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/falloc.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "api.h"
+#include "inode.h"
+#include "ofile.h"
+#include "super.h"
+
+/* ---- data ---------------------------------------------------------------- */
+
+static ssize_t read_at(struct kura_fs *fs, struct ofile *of, void *buf, size_t count, uint64_t off)
+{
+	if ((of->flags & O_ACCMODE) == O_WRONLY)
+		return -EBADF;
+	ssize_t ret;
+	FS_READ(fs, ret, {
+		const struct kura_inode *ip = ino_get(fs, of->ino);
+		if (!ip)
+			ret = -EBADF;
+		else if (S_ISDIR(ip->mode))
+			ret = -EISDIR;
+		else
+			ret = inode_read(fs, ip, buf, count, off);
+	});
+	return ret;
+}
+
+static ssize_t write_at(struct kura_fs *fs, struct ofile *of, const void *buf, size_t count, uint64_t *off,
+			int append)
+{
+	if ((of->flags & O_ACCMODE) == O_RDONLY)
+		return -EBADF;
+	if (count > (size_t)SSIZE_MAX)
+		count = SSIZE_MAX;
+	if (count == 0)
+		return 0; /* as Linux: not even O_APPEND moves the offset */
+	int err = fs_begin(fs);
+	if (err)
+		return err;
+	ssize_t ret;
+	const struct kura_inode *ip = ino_get(fs, of->ino);
+	if (!ip)
+		ret = -EBADF;
+	else {
+		if (append)
+			*off = ip->size;
+		kill_privs(fs, of->ino, ip);
+		ret = inode_write(fs, of->ino, buf, count, *off);
+	}
+	int end = fs_end(fs, ret < 0 ? (int)ret : 0);
+	if (end >= 0 && ret > 0 && (of->flags & (O_SYNC | O_DSYNC)))
+		end = fs_sync(fs);
+	return end < 0 ? end : ret;
+}
+
+ssize_t kura_read(kura_fs *fs, int fd, void *buf, size_t count)
+{
+	struct ofile *of = ofile_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	ofile_lock_pos(of);
+	ssize_t n = read_at(fs, of, buf, count, of->pos);
+	if (n > 0)
+		of->pos += (uint64_t)n;
+	ofile_unlock_pos(of);
+	ofile_put(fs, of);
+	return n;
+}
+
+ssize_t kura_pread(kura_fs *fs, int fd, void *buf, size_t count, off_t offset)
+{
+	if (offset < 0)
+		return -EINVAL;
+	struct ofile *of = ofile_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	ssize_t n = read_at(fs, of, buf, count, (uint64_t)offset);
+	ofile_put(fs, of);
+	return n;
+}
+
+ssize_t kura_write(kura_fs *fs, int fd, const void *buf, size_t count)
+{
+	struct ofile *of = ofile_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	ofile_lock_pos(of);
+	uint64_t off = of->pos;
+	ssize_t n = write_at(fs, of, buf, count, &off, of->flags & O_APPEND);
+	if (n >= 0)
+		of->pos = off + (uint64_t)n;
+	ofile_unlock_pos(of);
+	ofile_put(fs, of);
+	return n;
+}
+
+ssize_t kura_pwrite(kura_fs *fs, int fd, const void *buf, size_t count, off_t offset)
+{
+	if (offset < 0)
+		return -EINVAL;
+	struct ofile *of = ofile_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	uint64_t off = (uint64_t)offset;
+	/* Linux appends even with pwrite when O_APPEND is set. */
+	ssize_t n = write_at(fs, of, buf, count, &off, of->flags & O_APPEND);
+	ofile_put(fs, of);
+	return n;
+}
+
+off_t kura_lseek(kura_fs *fs, int fd, off_t offset, int whence)
+{
+	struct ofile *of = ofile_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	ofile_lock_pos(of);
+	int64_t base = 0, ret = 0;
+	struct stat st;
+	if (whence == SEEK_END || whence == SEEK_DATA || whence == SEEK_HOLE) {
+		int err = kura_fstat(fs, fd, &st);
+		if (err) {
+			ret = err;
+			goto out;
+		}
+	}
+	switch (whence) {
+	case SEEK_SET: base = 0; break;
+	case SEEK_CUR: base = (int64_t)of->pos; break;
+	case SEEK_END: base = st.st_size; break;
+	case SEEK_DATA:
+	case SEEK_HOLE:
+		if (offset < 0) {
+			ret = -ENXIO;
+			goto out;
+		}
+		FS_READ(fs, ret, {
+			const struct kura_inode *ip = ino_get(fs, of->ino);
+			ret = ip ? inode_seek_data(fs, ip, (uint64_t)offset, whence == SEEK_DATA) : -EBADF;
+		});
+		if (ret >= 0)
+			of->pos = (uint64_t)ret;
+		goto out;
+	default:
+		ret = -EINVAL;
+		goto out;
+	}
+	if ((offset > 0 && base > INT64_MAX - offset) || base + offset < 0) {
+		ret = offset > 0 ? -EOVERFLOW : -EINVAL;
+		goto out;
+	}
+	of->pos = (uint64_t)(base + offset);
+	ret = base + offset;
+out:
+	ofile_unlock_pos(of);
+	ofile_put(fs, of);
+	return (off_t)ret;
+}
+
+/* Linux checks the access mode before the file type for fallocate. */
+static int regular_writable(struct kura_fs *fs, struct ofile *of)
+{
+	const struct kura_inode *ip = ino_get(fs, of->ino);
+	if (!ip || (of->flags & O_ACCMODE) == O_RDONLY)
+		return -EBADF;
+	if (S_ISDIR(ip->mode))
+		return -EISDIR;
+	return 0;
+}
+
+int kura_ftruncate(kura_fs *fs, int fd, off_t length)
+{
+	if (length < 0)
+		return -EINVAL;
+	struct ofile *of = ofile_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	int err = fs_begin(fs);
+	if (!err) {
+		/* Linux: EINVAL for anything not a regular file open for writing. */
+		err = regular_writable(fs, of) ? -EINVAL : 0;
+		if (!err)
+			err = truncate_ino(fs, of->ino, (uint64_t)length);
+		err = fs_end(fs, err);
+	}
+	ofile_put(fs, of);
+	return err;
+}
+
+int kura_fallocate(kura_fs *fs, int fd, int mode, off_t offset, off_t len)
+{
+	int known = FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE;
+	if (offset < 0 || len <= 0)
+		return -EINVAL;
+	if (mode & ~known)
+		return -EOPNOTSUPP;
+	if ((mode & FALLOC_FL_PUNCH_HOLE) && (!(mode & FALLOC_FL_KEEP_SIZE) || (mode & FALLOC_FL_ZERO_RANGE)))
+		return -EOPNOTSUPP;
+	if (offset < 0 || len <= 0)
+		return -EINVAL;
+	struct ofile *of = ofile_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	int err = fs_begin(fs);
+	if (!err) {
+		err = regular_writable(fs, of);
+		if (!err) {
+			kill_privs(fs, of->ino, ino_get(fs, of->ino));
+			err = inode_fallocate(fs, of->ino, mode, (uint64_t)offset, (uint64_t)len);
+		}
+		err = fs_end(fs, err);
+	}
+	ofile_put(fs, of);
+	return err;
+}
+
+int kura_fsync(kura_fs *fs, int fd)
+{
+	/* Changes are atomic and in order, so making all of them durable is
+	 * what makes this file's durable, at the cost of one flush. */
+	struct ofile *of = ofile_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	ofile_put(fs, of);
+	return fs_sync(fs);
+}
+
+int kura_syncfs(kura_fs *fs)
+{
+	return fs_sync(fs);
+}
+
+int kura_fstat(kura_fs *fs, int fd, struct stat *st)
+{
+	struct ofile *of = ofile_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	int ret;
+	FS_READ(fs, ret, {
+		const struct kura_inode *ip = ino_get(fs, of->ino);
+		ret = ip ? 0 : -EBADF;
+		if (ip)
+			inode_to_stat(fs, of->ino, ip, st);
+	});
+	ofile_put(fs, of);
+	return ret;
+}
+
+int kura_fchmod(kura_fs *fs, int fd, mode_t mode)
+{
+	struct ofile *of = ofile_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	int err = attr_by_ino(fs, of->ino, 0, mode, 0, 0, NULL);
+	ofile_put(fs, of);
+	return err;
+}
+
+int kura_fchown(kura_fs *fs, int fd, uid_t uid, gid_t gid)
+{
+	struct ofile *of = ofile_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	int err = attr_by_ino(fs, of->ino, 1, 0, uid, gid, NULL);
+	ofile_put(fs, of);
+	return err;
+}
+
+int kura_futimens(kura_fs *fs, int fd, const struct timespec times[2])
+{
+	if (times && times[0].tv_nsec == UTIME_OMIT && times[1].tv_nsec == UTIME_OMIT)
+		return 0; /* as Linux, whatever fd is */
+	struct ofile *of = ofile_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	int err = attr_by_ino(fs, of->ino, 2, 0, 0, 0, times);
+	ofile_put(fs, of);
+	return err;
+}
