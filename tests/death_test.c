@@ -313,6 +313,14 @@ static void fsck_line(void *ctx, const char *line)
 	printf("fsck: %s\n", line);
 }
 
+static void new_pool(void)
+{
+	if (kura_mkfs(pool, POOL_SIZE, 1) < 0) {
+		fprintf(stderr, "mkfs %s: %s\n", pool, kura_last_error());
+		exit(1);
+	}
+}
+
 /* Returns the calls the dying process made (all of them when die_at is 0). */
 static long run_case(long at, int after, int survivor)
 {
@@ -321,10 +329,7 @@ static long run_case(long at, int after, int survivor)
 		 at_stores ? "memory" : opts.sync == KURA_SYNC_OP ? "op mode" : "fsync mode",
 		 at_stores ? "store" : "call", at, after ? "after" : "before",
 		 survivor ? "another mount alive" : "alone");
-	if (kura_mkfs(pool, POOL_SIZE, 1) < 0) {
-		fprintf(stderr, "mkfs %s: %s\n", pool, kura_last_error());
-		exit(1);
-	}
+	new_pool();
 	int e = 0;
 	kura_fs *fs = survivor ? kura_mount(pool, &opts, &e) : NULL;
 	CHECK(!survivor || fs, "%s: mount: %d", when, e);
@@ -368,10 +373,7 @@ static void run_pause_case(long nth)
 	char when[96];
 	snprintf(when, sizeof when, "%s, a mount while head write %ld waits",
 		 opts.sync == KURA_SYNC_OP ? "op mode" : "fsync mode", nth);
-	if (kura_mkfs(pool, POOL_SIZE, 1) < 0) {
-		fprintf(stderr, "mkfs %s: %s\n", pool, kura_last_error());
-		exit(1);
-	}
+	new_pool();
 	struct kura_super sb;
 	int pfd = open(pool, O_RDONLY);
 	if (pfd < 0 || pread(pfd, &sb, sizeof sb, 0) != sizeof sb) {
@@ -436,10 +438,7 @@ static void run_pause_case(long nth)
 static void run_failing_unmount(void)
 {
 	const char *when = "an unmount whose syncs fail";
-	if (kura_mkfs(pool, POOL_SIZE, 1) < 0) {
-		fprintf(stderr, "mkfs %s: %s\n", pool, kura_last_error());
-		exit(1);
-	}
+	new_pool();
 	int e = 0;
 	kura_fs *fs = kura_mount(pool, &opts, &e);
 	CHECK(fs != NULL, "%s: mount: %d", when, e);
