@@ -198,6 +198,45 @@ int kura_fd_flags(kura_fs *fs, int fd);
  * Works on a file unlinked meanwhile. */
 int kura_reopen(kura_fs *fs, int fd, int flags);
 
+/* ---- atomic groups ----------------------------------------------------- */
+/* A group of changes to one file through one open file description, made
+ * durable all at once or not at all.  After kura_atomic_begin(fs, fd), the
+ * description's write, pwrite, ftruncate and fallocate belong to the group;
+ * kura_fsync(fs, fd) or kura_atomic_commit commits it (atomic, and durable
+ * when it returns, in either sync mode); kura_atomic_abort discards it; the
+ * last close of the description without a commit aborts it; a crash, or a
+ * process killed, before the commit leaves no trace of it.
+ *
+ * Isolation: reads, fstat and lseek through the group's description see the
+ * group (its writes over the file as it was at the begin); every other
+ * description, in this process or another, and every map, sees the file as
+ * last committed.  The commit replaces the blocks the group wrote and sets
+ * the size to the group's; blocks it did not write keep whatever the file
+ * holds at the commit.  Within the group, O_SYNC and O_DSYNC writes wait for
+ * the commit to be durable, and fallocate reserves no space ahead.
+ *
+ * Errors: -EBADF (not open for writing), -EINVAL (not a regular file),
+ * -EBUSY (a group is already open on the description), -EROFS.  A group
+ * larger than one commit can carry (about one 4 KiB block per 512 bytes of
+ * the pool's log: `kura info`) fails at the write that overflows it with
+ * -ENOSPC, as does a write that finds the pool full; the group stays as it
+ * was, to commit or abort.  Commit and abort without a group: a sync, and
+ * nothing.  Descriptions with a group cannot be mapped (-ENODEV): a map
+ * shows the file, not the group. */
+int kura_atomic_begin(kura_fs *fs, int fd);
+int kura_atomic_commit(kura_fs *fs, int fd);
+int kura_atomic_abort(kura_fs *fs, int fd);
+/* The same for a program running under the interposition layer (kura run,
+ * LD_PRELOAD=libkura.so), on its own descriptors: 0, or -1 with errno as
+ * above; ENOTSUP for a descriptor that is not a kura file, and for a file
+ * this process maps shared and writable (stores through a map do not join
+ * a group yet).  fsync and fdatasync of the descriptor commit too.
+ * include/kura_atomic.h finds these at run time, for programs that must
+ * also run without kura. */
+int kura_fbegin(int fd);
+int kura_fcommit(int fd);
+int kura_fabort(int fd);
+
 /* ---- names ------------------------------------------------------------ */
 
 int kura_stat(kura_fs *fs, const char *path, struct stat *st);

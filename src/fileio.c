@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "api.h"
+#include "group.h"
 #include "inode.h"
 #include "ofile.h"
 #include "super.h"
@@ -33,6 +34,8 @@ static ssize_t read_at(struct kura_fs *fs, struct ofile *of, void *buf, size_t c
 			ret = -EBADF;
 		else if (S_ISDIR(ip->mode))
 			ret = -EISDIR;
+		else if (group_open(of))
+			ret = group_read(fs, of, buf, count, off);
 		else
 			ret = inode_read(fs, ip, buf, count, off);
 	});
@@ -53,16 +56,23 @@ static ssize_t write_at(struct kura_fs *fs, struct ofile *of, const void *buf, s
 		return err;
 	ssize_t ret;
 	const struct kura_inode *ip = ino_get(fs, of->ino);
-	if (!ip)
+	int group = group_open(of);
+	if (!ip) {
 		ret = -EBADF;
-	else {
+	} else if (group) {
+		/* O_SYNC too waits for the commit: the group is durable whole. */
+		int64_t size = group_size(fs, of);
+		if (append && size >= 0)
+			*off = (uint64_t)size;
+		ret = size < 0 ? size : group_write(fs, of, buf, count, *off);
+	} else {
 		if (append)
 			*off = ip->size;
 		kill_privs(fs, of->ino, ip);
 		ret = inode_write(fs, of->ino, buf, count, *off);
 	}
 	int end = fs_end(fs, ret < 0 ? (int)ret : 0);
-	if (end >= 0 && ret > 0 && (of->flags & (O_SYNC | O_DSYNC)))
+	if (end >= 0 && ret > 0 && !group && (of->flags & (O_SYNC | O_DSYNC)))
 		end = fs_sync(fs);
 	return end < 0 ? end : ret;
 }
@@ -147,10 +157,15 @@ off_t kura_lseek(kura_fs *fs, int fd, off_t offset, int whence)
 			ret = -ENXIO;
 			goto out;
 		}
-		FS_READ(fs, ret, {
-			const struct kura_inode *ip = ino_get(fs, of->ino);
-			ret = ip ? inode_seek_data(fs, ip, (uint64_t)offset, whence == SEEK_DATA) : -EBADF;
-		});
+		if (group_open(of)) {
+			/* The view is all data: a hole is only at its end. */
+			ret = (int64_t)offset >= st.st_size ? -ENXIO : whence == SEEK_DATA ? offset : st.st_size;
+		} else {
+			FS_READ(fs, ret, {
+				const struct kura_inode *ip = ino_get(fs, of->ino);
+				ret = ip ? inode_seek_data(fs, ip, (uint64_t)offset, whence == SEEK_DATA) : -EBADF;
+			});
+		}
 		if (ret >= 0)
 			of->pos = (uint64_t)ret;
 		goto out;
@@ -192,7 +207,9 @@ int kura_ftruncate(kura_fs *fs, int fd, off_t length)
 	if (!err) {
 		/* Linux: EINVAL for anything not a regular file open for writing. */
 		err = regular_writable(fs, of) ? -EINVAL : 0;
-		if (!err)
+		if (!err && group_open(of))
+			err = group_truncate(fs, of, (uint64_t)length);
+		else if (!err)
 			err = truncate_ino(fs, of->ino, (uint64_t)length);
 		err = fs_end(fs, err);
 	}
@@ -217,7 +234,9 @@ int kura_fallocate(kura_fs *fs, int fd, int mode, off_t offset, off_t len)
 	int err = fs_begin(fs);
 	if (!err) {
 		err = regular_writable(fs, of);
-		if (!err) {
+		if (!err && group_open(of)) {
+			err = group_fallocate(fs, of, mode, (uint64_t)offset, (uint64_t)len);
+		} else if (!err) {
 			kill_privs(fs, of->ino, ino_get(fs, of->ino));
 			err = inode_fallocate(fs, of->ino, mode, (uint64_t)offset, (uint64_t)len);
 		}
@@ -234,8 +253,9 @@ int kura_fsync(kura_fs *fs, int fd)
 	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;
+	int group = group_open(of);
 	ofile_put(fs, of);
-	return fs_sync(fs);
+	return group ? kura_atomic_commit(fs, fd) : fs_sync(fs);
 }
 
 int kura_syncfs(kura_fs *fs)
@@ -254,6 +274,12 @@ int kura_fstat(kura_fs *fs, int fd, struct stat *st)
 		ret = ip ? 0 : -EBADF;
 		if (ip)
 			inode_to_stat(fs, of->ino, ip, st);
+		if (ip && group_open(of)) {
+			int64_t size = group_size(fs, of);
+			if (size < 0)
+				ret = (int)size;
+			st->st_size = size;
+		}
 	});
 	ofile_put(fs, of);
 	return ret;

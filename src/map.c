@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include "alloc.h"
 #include "fault.h"
+#include "group.h"
 #include "inode.h"
 #include "xattr.h"
 #include "mapped.h"
@@ -20,9 +21,12 @@ int kura_map_pin(kura_fs *fs, int fd, int prot_write, uint64_t *ino)
 		return -EBADF;
 	int acc = of->flags & O_ACCMODE;
 	*ino = of->ino;
+	int group = group_open(of);
 	ofile_put(fs, of);
 	if (acc == O_WRONLY || (prot_write && acc != O_RDWR))
 		return -EACCES;
+	if (group)
+		return -ENODEV; /* a map would show the file, not the group (kura.h) */
 	int err;
 	if (fs->read_only) {
 		fs_lock_for_read(fs);

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "api.h"
+#include "group.h"
 #include "inode.h"
 #include "xattr.h"
 #include "kura.h"
@@ -83,6 +84,7 @@ struct ofile *ofile_new(struct kura_fs *fs, uint64_t ino, int flags)
 		of->ino = ino;
 		of->pos = 0;
 		of->flags = flags;
+		of->group_ino = 0;
 		init_pos_lock(of);
 		__atomic_store_n(&fs->ofile_hint, i + 1, __ATOMIC_RELAXED); /* a hint: any value is safe */
 		return of;
@@ -146,12 +148,14 @@ struct ofile *fd_remove(struct kura_fs *fs, int fd)
 	return of;
 }
 
-/* The last reference anywhere: drop the pool-wide open count, and free the
- * inode if it was unlinked meanwhile. */
-static void release(struct kura_fs *fs, uint64_t ino)
+/* The last reference anywhere: drop the pool-wide open count, free the
+ * inode if it was unlinked meanwhile, and abort the description's atomic
+ * group if it has one (a close without commit). */
+static void release(struct kura_fs *fs, uint64_t ino, uint64_t group_ino, uint32_t group_gen)
 {
 	/* Without the right to change the pool (read-only, or an msync failed),
-	 * an unlinked file stays an orphan for the next mount to reclaim. */
+	 * an unlinked file, or a group's shadow, stays an orphan for the next
+	 * mount to reclaim. */
 	if (fs->read_only || fs->m.io_err) {
 		fs_lock_for_read(fs);
 		lock_open_dec(&fs->lk, ino);
@@ -159,6 +163,8 @@ static void release(struct kura_fs *fs, uint64_t ino)
 		return;
 	}
 	if (fs_begin(fs) == 0) {
+		if (group_ino)
+			group_discard(fs, group_ino, group_gen);
 		uint64_t left = lock_open_dec(&fs->lk, ino);
 		const struct kura_inode *ip = ino_get(fs, ino);
 		if (!left && ip && ip->nlink == 0) {
@@ -171,17 +177,22 @@ static void release(struct kura_fs *fs, uint64_t ino)
 
 void ofile_put(struct kura_fs *fs, struct ofile *of)
 {
-	/* Read before the count can reach 0: a free slot may be claimed at once. */
+	/* Read before the count can reach 0: a free slot may be claimed at
+	 * once.  The group read here may be one another holder has since
+	 * committed; group_discard checks the generation before it frees. */
 	uint64_t ino = of->ino;
+	uint64_t group_ino = __atomic_load_n(&of->group_ino, __ATOMIC_ACQUIRE);
+	uint32_t group_gen = of->group_gen;
 	if (__atomic_load_n(&of->refs, __ATOMIC_ACQUIRE) == 1) {
 		/* Ours alone (a reference is only taken through a descriptor, which
 		 * holds one): release while the slot is still claimed. */
-		release(fs, ino);
+		release(fs, ino, group_ino, group_gen);
+		__atomic_store_n(&of->group_ino, 0, __ATOMIC_RELEASE);
 		__atomic_sub_fetch(&of->refs, 1, __ATOMIC_ACQ_REL);
 		return;
 	}
 	if (__atomic_sub_fetch(&of->refs, 1, __ATOMIC_ACQ_REL) == 0)
-		release(fs, ino); /* the other holders let go between our load and our decrement */
+		release(fs, ino, group_ino, group_gen); /* the other holders let go between our load and our decrement */
 }
 
 void ofile_lock_pos(struct ofile *of)

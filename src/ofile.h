@@ -27,6 +27,12 @@ struct ofile {
 	int32_t flags;
 	int32_t refs;             /* 0: the slot is free */
 	pthread_mutex_t pos_lock; /* process-shared, robust: read/write/lseek on one description are serialised */
+	/* An atomic group open on this description (group.h): its shadow
+	 * inode (0: none) and that inode's generation, and the view's cut.
+	 * Changed only under the pool mutex. */
+	uint64_t group_ino;
+	uint64_t group_cut;
+	uint32_t group_gen;
 };
 
 /* Creates (state_fd < 0) or maps an inherited table. */

@@ -443,6 +443,9 @@ KP_EXPORT int ioctl(int fd, unsigned long req, ...)
 	}
 	if (req == FICLONE || req == FICLONERANGE)
 		return kp_unsupported("ioctl FICLONE", EOPNOTSUPP);
+	int ret;
+	if (kp_atomic_ioctl(e, req, arg, &ret))
+		return ret;
 	errno = ENOTTY;
 	return -1;
 }

@@ -110,6 +110,11 @@ int kp_path_arg(const char *path);
 void kp_map_fixed(void);
 /* map.c: this process's shared maps of kura files. */
 int kp_map_sync_ino(int mnt, uint64_t ino);
+int kp_map_writable(int mnt, uint64_t ino);
+struct kp_fd;
+/* atomic.c: F2FS's atomic-write ioctls on a kura descriptor; 1 if req is
+ * one of them (*ret then holds the result), else 0. */
+int kp_atomic_ioctl(struct kp_fd *e, unsigned long req, void *arg, int *ret);
 void kp_map_truncated(int mnt, uint64_t ino, uint64_t size, uint64_t before, uint64_t after);
 void kp_map_fork_prepare(void);
 void kp_map_fork_done(void);

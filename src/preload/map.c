@@ -573,6 +573,20 @@ int kp_map_sync_ino(int mnt, uint64_t ino)
 	return err;
 }
 
+/* Whether this process maps ino shared and writable: its stores would
+ * reach the file outside any atomic group (atomic.c). */
+int kp_map_writable(int mnt, uint64_t ino)
+{
+	int found = 0;
+	if (!__atomic_load_n(&nmaps, __ATOMIC_RELAXED))
+		return 0;
+	pthread_mutex_lock(&maps_lock);
+	for (size_t i = 0; i < nmaps && !found; i++)
+		found = maps[i].mnt == mnt && maps[i].ino == ino && (maps[i].prot & PROT_WRITE);
+	pthread_mutex_unlock(&maps_lock);
+	return found;
+}
+
 /* After this process truncated a mapped file: its pages past the new end
  * raise SIGBUS, as on Linux.  (Other processes' maps keep showing the
  * blocks, which the engine keeps for them: see src/mapped.h.)  The

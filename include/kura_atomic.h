@@ -1,0 +1,74 @@
+/*
+ * kura_atomic.h — atomic groups of writes for programs that must also run
+ * without kura.  Header only: nothing to link.  Under kura (kura run, or
+ * LD_PRELOAD=libkura.so) the calls reach kura_fbegin, kura_fcommit and
+ * kura_fabort (kura.h); without it, or on a file kura does not serve, they
+ * fall back to what the system offers: no group, a plain fdatasync.
+ *
+ *   int r = kura_atomic_fbegin(fd);   // 1: a group; 0: writes are not atomic
+ *   ... pwrite(fd, ...) ...
+ *   if (kura_atomic_fcommit(fd))     // atomic and durable (or fdatasync)
+ *           ... error ...
+ *
+ * kura_atomic_fabort(fd) discards the group; where there is none to discard
+ * (r was 0) it fails with ENOTSUP, since the writes already reached the file.
+ */
+#ifndef KURA_ATOMIC_H
+#define KURA_ATOMIC_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <dlfcn.h>
+#include <errno.h>
+#include <unistd.h>
+
+typedef int (*kura_atomic_fn_)(int);
+
+static inline kura_atomic_fn_ kura_atomic_lookup_(const char *name)
+{
+	return (kura_atomic_fn_)dlsym(RTLD_DEFAULT, name);
+}
+
+/* 1: the descriptor's writes now form a group; 0: kura cannot group them
+ * (not loaded, or not a kura file), and they go to the file as usual;
+ * -1 with errno: an error (EBADF, EBUSY, ...). */
+static inline int kura_atomic_fbegin(int fd)
+{
+	kura_atomic_fn_ f = kura_atomic_lookup_("kura_fbegin");
+	if (!f)
+		return 0;
+	int saved = errno;
+	if (f(fd) == 0)
+		return 1;
+	if (errno != ENOTSUP)
+		return -1;
+	errno = saved;
+	return 0;
+}
+
+/* Commits the group (kura), or fdatasyncs the file: 0, or -1 with errno. */
+static inline int kura_atomic_fcommit(int fd)
+{
+	kura_atomic_fn_ f = kura_atomic_lookup_("kura_fcommit");
+	int saved = errno;
+	if (f && f(fd) == 0)
+		return 0;
+	if (f && errno != ENOTSUP)
+		return -1;
+	errno = saved;
+	return fdatasync(fd);
+}
+
+/* Discards the group: 0, or -1 with errno (ENOTSUP: there was none). */
+static inline int kura_atomic_fabort(int fd)
+{
+	kura_atomic_fn_ f = kura_atomic_lookup_("kura_fabort");
+	if (!f) {
+		errno = ENOTSUP;
+		return -1;
+	}
+	return f(fd);
+}
+
+#endif

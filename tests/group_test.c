@@ -1,0 +1,252 @@
+/* group_test: atomic groups (kura_atomic_begin … commit/abort) through the
+ * engine's API, on the memory and file back ends (fsync mode).
+ *
+ * A random walk of group writes, truncations and fallocates is checked
+ * against two models: the view the group's description must read, and the
+ * file every other description must still read until the commit; then a
+ * commit (or an abort, or a close) must leave the file equal to the view
+ * (or to what it was).  Fixed cases: errors, a full group, a killed
+ * process's group gone at the next lone mount, maps refused, fsck clean and
+ * no block or inode kept afterwards. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "check.h"
+#include "kura.h"
+
+#define MAXSZ (96 * 1024)
+
+static struct kura_mount_opts opts;
+
+static kura_fs *mount_pool(const char *pool)
+{
+	kura_fs *fs = kura_mount(pool, &opts, NULL);
+	CHECK(fs != NULL, "mount %s: %s", pool, kura_last_error());
+	return fs;
+}
+
+/* Bytes [0, len) of model m as the file should read through fd. */
+static int reads_as(kura_fs *fs, int fd, const unsigned char *m, size_t len)
+{
+	static unsigned char buf[MAXSZ + 8192];
+	struct stat st;
+	if (kura_fstat(fs, fd, &st) || (size_t)st.st_size != len)
+		return 0;
+	ssize_t n = kura_pread(fs, fd, buf, sizeof buf, 0);
+	return n == (ssize_t)len && !memcmp(buf, m, len);
+}
+
+static unsigned long long free_blocks(kura_fs *fs)
+{
+	struct kura_info in;
+	kura_info(fs, &in);
+	return in.blocks_free;
+}
+
+/* One random group over a file that starts with `size` random bytes. */
+static void random_group(kura_fs *fs, unsigned seed, int ending)
+{
+	static unsigned char file[MAXSZ + 8192], view[MAXSZ + 8192], data[MAXSZ];
+	srand(seed);
+	size_t fsize = (size_t)(rand() % MAXSZ), vsize;
+	for (size_t i = 0; i < sizeof data; i++)
+		data[i] = (unsigned char)rand();
+	int fd = kura_open(fs, "/g", O_CREAT | O_TRUNC | O_RDWR, 0644);
+	int other = kura_open(fs, "/g", O_RDWR, 0);
+	memcpy(file, data, fsize);
+	kura_pwrite(fs, fd, file, fsize, 0);
+	if (rand() % 3 == 0) { /* a hole in the file */
+		size_t at = (size_t)rand() % (fsize + 1), len = (size_t)rand() % 20000;
+		if (at + len > fsize)
+			len = fsize - at;
+		if (len && kura_fallocate(fs, fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)at, (off_t)len) == 0)
+			memset(file + at, 0, len);
+	}
+	unsigned long long free0 = free_blocks(fs);
+	CHECK(kura_atomic_begin(fs, fd) == 0, "begin (seed %u)", seed);
+	memcpy(view, file, fsize);
+	vsize = fsize;
+	int steps = 1 + rand() % 12;
+	for (int s = 0; s < steps; s++) {
+		size_t at = (size_t)rand() % MAXSZ, len = (size_t)rand() % 9000;
+		if (at + len > MAXSZ)
+			len = MAXSZ - at;
+		switch (rand() % 5) {
+		case 0:
+		case 1:
+			if (!len)
+				break;
+		{
+			size_t src = (size_t)rand() % 1000;
+			CHECK(kura_pwrite(fs, fd, data + src, len, (off_t)at) == (ssize_t)len, "write");
+			if (at > vsize)
+				memset(view + vsize, 0, at - vsize);
+			memcpy(view + at, data + src, len);
+			if (at + len > vsize)
+				vsize = at + len;
+			break;
+		}
+		case 2:
+			at = (size_t)rand() % (vsize + 1);
+			CHECK(kura_ftruncate(fs, fd, (off_t)at) == 0, "truncate");
+			if (at > vsize)
+				memset(view + vsize, 0, at - vsize);
+			vsize = at;
+			break;
+		case 3:
+			if (!len)
+				break;
+			CHECK(kura_fallocate(fs, fd, FALLOC_FL_ZERO_RANGE, (off_t)at, (off_t)len) == 0, "zero range");
+			if (at > vsize)
+				memset(view + vsize, 0, at - vsize);
+			memset(view + at, 0, len);
+			if (at + len > vsize)
+				vsize = at + len;
+			break;
+		default:
+			if (!len)
+				break;
+			CHECK(kura_fallocate(fs, fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)at, (off_t)len) == 0,
+			      "punch");
+			if (at < vsize)
+				memset(view + at, 0, (at + len < vsize ? at + len : vsize) - at);
+			break;
+		}
+		CHECK(reads_as(fs, fd, view, vsize), "seed %u step %d: the group's description reads the group", seed, s);
+		CHECK(reads_as(fs, other, file, fsize), "seed %u step %d: another description reads the file", seed, s);
+	}
+	if (ending == 0) {
+		CHECK(kura_fsync(fs, fd) == 0, "commit by fsync");
+		CHECK(reads_as(fs, other, view, vsize), "seed %u: committed, everyone reads the group", seed);
+		CHECK(reads_as(fs, fd, view, vsize), "seed %u: and its own description too", seed);
+		kura_close(fs, fd);
+	} else {
+		if (ending == 1)
+			CHECK(kura_atomic_abort(fs, fd) == 0, "abort");
+		kura_close(fs, fd); /* ending 2: the close aborts */
+		CHECK(reads_as(fs, other, file, fsize), "seed %u: aborted, the file is as it was", seed);
+		CHECK(free_blocks(fs) == free0, "seed %u: the group's blocks went back (%llu free, %llu before)", seed,
+		      free_blocks(fs), free0);
+	}
+	kura_close(fs, other);
+}
+
+static void fixed_cases(kura_fs *fs, const char *pool)
+{
+	int fd = kura_open(fs, "/f", O_CREAT | O_RDWR, 0644);
+	kura_pwrite(fs, fd, "hello world", 11, 0);
+	int ro = kura_open(fs, "/f", O_RDONLY, 0);
+	CHECK(kura_atomic_begin(fs, ro) == -EBADF, "a read-only description: EBADF");
+	kura_mkdir(fs, "/d", 0755);
+	int dfd = kura_open(fs, "/d", O_RDONLY | O_DIRECTORY, 0);
+	CHECK(kura_atomic_begin(fs, dfd) == -EBADF, "a directory (read-only): EBADF");
+	kura_close(fs, dfd);
+	CHECK(kura_atomic_begin(fs, 12345) == -EBADF, "no such descriptor: EBADF");
+	CHECK(kura_atomic_abort(fs, fd) == 0, "abort without a group: nothing");
+	CHECK(kura_atomic_commit(fs, fd) == 0, "commit without a group: a sync");
+	CHECK(kura_atomic_begin(fs, fd) == 0, "begin");
+	CHECK(kura_atomic_begin(fs, fd) == -EBUSY, "a second begin: EBUSY");
+	uint64_t ino;
+	CHECK(kura_map_pin(fs, fd, 1, &ino) == -ENODEV, "a map of the group's description: ENODEV");
+	/* A dup shares the description, so the group; O_APPEND appends to the view. */
+	int dup = kura_dup(fs, fd);
+	CHECK(kura_pwrite(fs, dup, "HELLO", 5, 0) == 5, "write through a dup");
+	char buf[32] = {0};
+	CHECK(kura_pread(fs, fd, buf, sizeof buf, 0) == 11 && !memcmp(buf, "HELLO world", 11), "the dup wrote to the group");
+	CHECK(kura_pread(fs, ro, buf, sizeof buf, 0) == 11 && !memcmp(buf, "hello world", 11), "others read the old bytes");
+	CHECK(kura_lseek(fs, fd, 0, SEEK_END) == 11, "SEEK_END: the group's size");
+	CHECK(kura_write(fs, fd, "!", 1) == 1, "write at the end");
+	CHECK(kura_atomic_commit(fs, dup) == 0, "commit through the dup");
+	CHECK(kura_pread(fs, ro, buf, sizeof buf, 0) == 12 && !memcmp(buf, "HELLO world!", 12), "committed: %.12s", buf);
+	CHECK(kura_atomic_begin(fs, fd) == 0, "a new group after the commit");
+	CHECK(kura_atomic_abort(fs, fd) == 0, "abort it");
+	kura_close(fs, dup);
+
+	/* A group larger than a commit can carry fails at the write that
+	 * overflows it, and stays usable. */
+	struct kura_info in;
+	kura_info(fs, &in);
+	uint64_t limit = in.log_size / 512, free0 = free_blocks(fs);
+	CHECK(kura_atomic_begin(fs, fd) == 0, "begin a large group");
+	static char block[4096];
+	ssize_t r = 0;
+	uint64_t n;
+	for (n = 0; n < limit + 16 && r >= 0; n++)
+		r = kura_pwrite(fs, fd, block, sizeof block, (off_t)(n * 4096));
+	CHECK(r == -ENOSPC && n > limit - 16, "past the group's limit (%llu blocks): ENOSPC after %llu writes, got %zd",
+	      (unsigned long long)limit, (unsigned long long)n, r);
+	CHECK(kura_pwrite(fs, fd, "x", 1, 0) == 1, "a write inside the group still works");
+	CHECK(kura_atomic_abort(fs, fd) == 0, "abort the large group");
+	CHECK(free_blocks(fs) == free0, "its blocks went back");
+	CHECK(kura_pread(fs, ro, buf, sizeof buf, 0) == 12 && !memcmp(buf, "HELLO world!", 12), "the file kept its bytes");
+	kura_close(fs, ro);
+	kura_close(fs, fd);
+
+	/* A process that dies in a group leaves an orphan, freed by the next
+	 * mount that is alone; the file is as it was. */
+	kura_info(fs, &in);
+	uint64_t orphans0 = in.orphans;
+	kura_unmount(fs);
+	pid_t pid = fork();
+	if (pid == 0) {
+		kura_fs *c = kura_mount(pool, &opts, NULL);
+		int cfd = c ? kura_open(c, "/f", O_RDWR, 0) : -1;
+		if (cfd < 0 || kura_atomic_begin(c, cfd) || kura_pwrite(c, cfd, "DEAD", 4, 0) != 4 ||
+		    kura_ftruncate(c, cfd, 2) != 0)
+			_exit(2);
+		_exit(0); /* no close, no unmount */
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child in a group");
+	fs = mount_pool(pool);
+	if (!fs)
+		return;
+	fd = kura_open(fs, "/f", O_RDONLY, 0);
+	CHECK(kura_pread(fs, fd, buf, sizeof buf, 0) == 12 && !memcmp(buf, "HELLO world!", 12),
+	      "a dead process's group left no trace");
+	kura_close(fs, fd);
+	kura_info(fs, &in);
+	CHECK(in.orphans == orphans0, "its shadow was reclaimed (%llu orphans)", (unsigned long long)in.orphans);
+	kura_unmount(fs);
+}
+
+static void one_pool(const char *pool, enum kura_persist persist, enum kura_sync sync)
+{
+	opts = (struct kura_mount_opts){ .persist = persist, .sync = sync };
+	CHECK(kura_mkfs(pool, 64u << 20, 1) == 0, "mkfs %s: %s", pool, kura_last_error());
+	kura_fs *fs = mount_pool(pool);
+	if (!fs)
+		return;
+	struct kura_info before, after;
+	kura_close(fs, kura_open(fs, "/g", O_CREAT | O_RDWR, 0644));
+	kura_info(fs, &before);
+	for (unsigned seed = 1; seed <= 300; seed++)
+		random_group(fs, seed, (int)(seed % 3));
+	kura_truncate(fs, "/g", 0);
+	kura_info(fs, &after);
+	CHECK(after.blocks_free == before.blocks_free && after.orphans == 0 && after.files == before.files,
+	      "nothing kept: %llu/%llu free, %llu orphans", (unsigned long long)after.blocks_free,
+	      (unsigned long long)before.blocks_free, (unsigned long long)after.orphans);
+	fixed_cases(fs, pool);
+	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean (%s)", pool);
+	unlink(pool);
+}
+
+int main(void)
+{
+	char pool[128];
+	snprintf(pool, sizeof pool, "/dev/shm/kura-group-%d.pool", (int)getpid());
+	one_pool(pool, KURA_PERSIST_MEMORY, KURA_SYNC_OP);
+	snprintf(pool, sizeof pool, "kura-group-%d.pool", (int)getpid()); /* the scratch directory: a disk */
+	one_pool(pool, KURA_PERSIST_FILE, KURA_SYNC_FSYNC);
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed != 0;
+}
