@@ -226,6 +226,23 @@ int kura_reopen(kura_fs *fs, int fd, int flags);
 int kura_atomic_begin(kura_fs *fs, int fd);
 int kura_atomic_commit(kura_fs *fs, int fd);
 int kura_atomic_abort(kura_fs *fs, int fd);
+/* The inode of the shadow that holds the group of fd's description (0:
+ * none), and in *sole whether fd is the description's only descriptor
+ * (its close then ends the group). */
+int64_t kura_atomic_shadow(kura_fs *fs, int fd, int *sole);
+/* For a layer that maps files (src/preload/groupmap.c): the group's own
+ * block for file block fblock, made first (a copy of the view's bytes),
+ * which the caller's maps then show instead of the file's, so their stores
+ * join the group; pin: also pin the group's shadow inode (*shadow) as a
+ * map pins a file (kura_map_unpin drops it, and frees the shadow after the
+ * group ends).  -EINVAL without a group. */
+int kura_atomic_map_block(kura_fs *fs, int fd, uint64_t fblock, int pin, uint64_t *block, uint64_t *shadow);
+/* kura_atomic_commit for a caller that holds own_pins maps of the file
+ * whose pages at the group's blocks show the group's blocks: 0 if those
+ * blocks became the file's (the pages need nothing), 1 if some were copied
+ * into the file's blocks (another process maps them): the caller then maps
+ * its pages at the file's blocks again before unpinning the shadow. */
+int kura_atomic_commit_maps(kura_fs *fs, int fd, uint64_t own_pins);
 /* The same for a program running under the interposition layer (kura run,
  * LD_PRELOAD=libkura.so), on its own descriptors: 0, or -1 with errno as
  * above; ENOTSUP for a descriptor that is not a kura file, and for a file

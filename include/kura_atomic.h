@@ -25,10 +25,18 @@
 
 typedef int (*kura_atomic_fn_)(int);
 
-static inline kura_atomic_fn_ kura_atomic_lookup_(const char *name)
-{
-	return (kura_atomic_fn_)dlsym(RTLD_DEFAULT, name);
-}
+/* Looked up once per name and caller: dlsym costs more than a commit. */
+#define kura_atomic_lookup_(name)                                                          \
+	({                                                                                 \
+		static kura_atomic_fn_ fn_;                                                \
+		static int looked_;                                                        \
+		if (!__atomic_load_n(&looked_, __ATOMIC_ACQUIRE)) {                        \
+			__atomic_store_n(&fn_, (kura_atomic_fn_)dlsym(RTLD_DEFAULT, name), \
+					 __ATOMIC_RELAXED);                                \
+			__atomic_store_n(&looked_, 1, __ATOMIC_RELEASE);                   \
+		}                                                                          \
+		__atomic_load_n(&fn_, __ATOMIC_RELAXED);                                   \
+	})
 
 /* 1: the descriptor's writes now form a group; 0: kura cannot group them
  * (not loaded, or not a kura file), and they go to the file as usual;

@@ -75,19 +75,24 @@ int64_t group_size(const struct kura_fs *fs, const struct ofile *of)
 
 /* Gives the shadow its own copy of file block fb as the view shows it, so
  * that a write to part of the block keeps the rest.  Nothing to copy if the
- * shadow has it already or the view shows zeros there. */
-static void copy_up(struct kura_fs *fs, struct ofile *of, uint64_t fb)
+ * shadow has it already or the view shows zeros there, unless always (a
+ * map's page needs a block to show).  Returns the shadow's block. */
+static uint64_t copy_up(struct kura_fs *fs, struct ofile *of, uint64_t fb, int always)
 {
 	const struct kura_inode *sp = media_ptr(&fs->m, ino_off(of->group_ino)), *ip = ino_get(fs, of->ino);
-	if (bmap_get(fs, sp, fb) || (fb << KURA_BLOCK_SHIFT) >= of->group_cut || !ip || !bmap_get(fs, ip, fb))
-		return;
+	uint64_t have = bmap_get(fs, sp, fb);
+	if (have)
+		return have;
+	if (!always && ((fb << KURA_BLOCK_SHIFT) >= of->group_cut || !ip || !bmap_get(fs, ip, fb)))
+		return 0;
 	uint64_t nb = alloc_block(fs, 0);
 	if (!nb)
-		return;
+		return 0;
 	char tmp[KURA_BLOCK];
 	view_block(fs, ip, sp, of->group_cut, fb, tmp, 0, KURA_BLOCK);
 	tx_copy_fresh(&fs->tx, block_off(nb), tmp, KURA_BLOCK);
 	bmap_set(fs, of->group_ino, fb, nb);
+	return fs->tx.err ? 0 : nb;
 }
 
 static int check_room(struct kura_fs *fs, const struct ofile *of)
@@ -106,9 +111,9 @@ ssize_t group_write(struct kura_fs *fs, struct ofile *of, const void *buf, size_
 		return -EFBIG;
 	uint64_t first = off >> KURA_BLOCK_SHIFT, last = (off + len - 1) >> KURA_BLOCK_SHIFT;
 	if (off & (KURA_BLOCK - 1))
-		copy_up(fs, of, first);
+		copy_up(fs, of, first, 0);
 	if (((off + len) & (KURA_BLOCK - 1)) && (last != first || !(off & (KURA_BLOCK - 1))))
-		copy_up(fs, of, last);
+		copy_up(fs, of, last, 0);
 	if (fs->tx.err)
 		return fs->tx.err;
 	ssize_t n = inode_write(fs, of->group_ino, buf, len, off);
@@ -126,7 +131,7 @@ int group_truncate(struct kura_fs *fs, struct ofile *of, uint64_t size)
 		/* The block the new end falls in keeps its head: copied before the
 		 * cut moves below it, then cut by the shadow's own truncation. */
 		if (size & (KURA_BLOCK - 1))
-			copy_up(fs, of, size >> KURA_BLOCK_SHIFT);
+			copy_up(fs, of, size >> KURA_BLOCK_SHIFT, 0);
 		if (size < of->group_cut)
 			of->group_cut = size;
 	}
@@ -165,13 +170,23 @@ int group_fallocate(struct kura_fs *fs, struct ofile *of, int mode, uint64_t off
 	return fs->tx.err ? fs->tx.err : check_room(fs, of);
 }
 
+/* A shadow some process maps (its pages show the group's blocks) stays an
+ * orphan until the last unpin frees it (kura_map_unpin), so no block a
+ * map shows is reused. */
+static void drop_shadow(struct kura_fs *fs, uint64_t shadow)
+{
+	if (lock_maps(&fs->lk, shadow))
+		return;
+	orphan_remove(fs, shadow);
+	inode_dispose(fs, shadow);
+}
+
 void group_discard(struct kura_fs *fs, uint64_t ino, uint32_t gen)
 {
 	const struct kura_inode *sp = ino_get(fs, ino);
 	if (!sp || sp->generation != gen || sp->nlink || !S_ISREG(sp->mode) || lock_open_count(&fs->lk, ino))
 		return;
-	orphan_remove(fs, ino);
-	inode_dispose(fs, ino);
+	drop_shadow(fs, ino);
 }
 
 /* ---- the API -------------------------------------------------------------- */
@@ -230,8 +245,13 @@ int kura_atomic_begin(kura_fs *fs, int fd)
 	return err;
 }
 
-/* Moves the shadow's blocks into the file, in the caller's transaction. */
-static int apply(struct kura_fs *fs, struct ofile *of, const struct kura_inode *sp)
+/* Moves the shadow's blocks into the file, in the caller's transaction.
+ * A block some other process maps is copied in place instead (its map
+ * shows the file's block), and so is every block when the caller's maps
+ * show the shadow's (stores joined the group); own_pins are the caller's
+ * maps of the file.  Returns 1 if it copied any block in place, 0 if it
+ * moved them all. */
+static int apply(struct kura_fs *fs, struct ofile *of, const struct kura_inode *sp, uint64_t own_pins)
 {
 	uint64_t ino = of->ino, shadow = of->group_ino;
 	const struct kura_inode *ip = ino_get(fs, ino);
@@ -240,18 +260,27 @@ static int apply(struct kura_fs *fs, struct ofile *of, const struct kura_inode *
 	kill_privs(fs, ino, ip);
 	if (of->group_cut < ip->size)
 		inode_truncate(fs, ino, of->group_cut);
-	int mapped = inode_mapped(fs, ino);
+	int mapped = lock_maps(&fs->lk, ino) > own_pins, copied = 0;
+	/* Stores through maps changed the shadow's blocks outside any
+	 * transaction: the commit makes them durable with the rest. */
+	int stored = lock_maps(&fs->lk, shadow) != 0;
 	uint64_t budget = sp->blocks + 1; /* a damaged map must not loop */
 	for (uint64_t fb = bmap_next_data(fs, sp, 0); fb != UINT64_MAX && budget && !fs->tx.err;
 	     fb = bmap_next_data(fs, sp, fb + 1), budget--) {
 		uint64_t sb = bmap_get(fs, sp, fb), ob = bmap_get(fs, ip, fb);
 		if (!sb)
 			break;
-		if (ob && mapped) {
-			/* Maps show the file's block itself: the bytes go there. */
+		if (ob && (mapped || stored)) {
+			/* Maps show the file's block itself: the bytes go there.
+			 * So do the caller's own map stores: its pages then show
+			 * the file's blocks again, in runs the kernel can keep as
+			 * one mapping, where moved blocks would scatter them. */
 			tx_write(&fs->tx, block_off(ob), block_ptr(fs, sb), KURA_BLOCK);
+			copied = 1;
 			continue;
 		}
+		if (stored)
+			tx_note_changed(&fs->tx, block_off(sb), KURA_BLOCK);
 		bmap_set(fs, shadow, fb, 0);
 		uint64_t old = bmap_set(fs, ino, fb, sb);
 		if (old)
@@ -260,12 +289,17 @@ static int apply(struct kura_fs *fs, struct ofile *of, const struct kura_inode *
 	if (sp->size != ip->size)
 		INO_SET(fs, ino, size, sp->size);
 	inode_touch(fs, ino, TOUCH_M | TOUCH_C);
-	orphan_remove(fs, shadow);
-	inode_dispose(fs, shadow);
-	return fs->tx.err;
+	drop_shadow(fs, shadow);
+	return fs->tx.err ? fs->tx.err : copied;
 }
 
 int kura_atomic_commit(kura_fs *fs, int fd)
+{
+	int r = kura_atomic_commit_maps(fs, fd, 0);
+	return r < 0 ? r : 0;
+}
+
+int kura_atomic_commit_maps(kura_fs *fs, int fd, uint64_t own_pins)
 {
 	struct ofile *of;
 	int err = group_enter(fs, fd, &of);
@@ -281,15 +315,54 @@ int kura_atomic_commit(kura_fs *fs, int fd)
 		ofile_put(fs, of);
 		return -EIO;
 	}
+	int copied = 0;
 	if (sp) {
-		err = apply(fs, of, sp);
+		err = apply(fs, of, sp, own_pins);
+		copied = err > 0;
+		err = err > 0 ? 0 : err;
 		__atomic_store_n(&of->group_ino, 0, __ATOMIC_RELEASE);
 	}
 	err = fs_end(fs, err);
 	if (err && had)
 		__atomic_store_n(&of->group_ino, had, __ATOMIC_RELEASE); /* rolled back: still open, abortable */
 	ofile_put(fs, of);
-	return err ? err : fs_sync(fs);
+	return err ? err : (err = fs_sync(fs)) ? err : copied;
+}
+
+int64_t kura_atomic_shadow(kura_fs *fs, int fd, int *sole)
+{
+	struct ofile *of = ofile_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	int64_t shadow = (int64_t)__atomic_load_n(&of->group_ino, __ATOMIC_ACQUIRE);
+	if (sole)
+		*sole = __atomic_load_n(&of->refs, __ATOMIC_ACQUIRE) <= 2; /* the descriptor's and ours */
+	ofile_put(fs, of);
+	return shadow;
+}
+
+int kura_atomic_map_block(kura_fs *fs, int fd, uint64_t fblock, int pin, uint64_t *block, uint64_t *shadow)
+{
+	struct ofile *of;
+	int err = group_enter(fs, fd, &of);
+	if (err)
+		return err;
+	if (!shadow_of(fs, of))
+		err = group_open(of) ? -EIO : -EINVAL;
+	else if (fblock > KURA_MAX_FILE_SIZE >> KURA_BLOCK_SHIFT)
+		err = -EFBIG;
+	else if (pin && (err = lock_map_inc(&fs->lk, of->group_ino)))
+		pin = 0;
+	else if (!(*block = copy_up(fs, of, fblock, 1)))
+		err = fs->tx.err ? fs->tx.err : -EIO;
+	else
+		err = check_room(fs, of);
+	*shadow = of->group_ino;
+	if (err && pin)
+		lock_map_dec(&fs->lk, of->group_ino); /* the pin is not the transaction's to roll back */
+	err = fs_end(fs, err);
+	ofile_put(fs, of);
+	return err;
 }
 
 int kura_atomic_abort(kura_fs *fs, int fd)

@@ -32,22 +32,17 @@
 static int begin(struct kp_fd *e)
 {
 	int64_t ino = kura_fd_ino(FS(e), e->kfd);
-	if (ino < 0)
-		return (int)ino;
-	/* Stores through this process's maps reach the file directly; taking
-	 * them into a group needs write-protected maps, not built yet. */
-	if (kp_map_writable(e->mnt, (uint64_t)ino)) {
-		kp_unsupported("an atomic group on a file this process maps shared and writable", ENOTSUP);
-		return -ENOTSUP;
-	}
-	return kura_atomic_begin(FS(e), e->kfd);
+	return ino < 0 ? (int)ino : kp_group_begin(e, FS(e), (uint64_t)ino);
 }
 
 static int commit(struct kp_fd *e)
 {
-	int64_t ino = kura_fd_ino(FS(e), e->kfd);
-	int r = ino > 0 ? kp_map_sync_ino(e->mnt, (uint64_t)ino) : 0;
-	return r ? r : kura_atomic_commit(FS(e), e->kfd);
+	return kp_group_commit(e, FS(e));
+}
+
+static int abort_group(struct kp_fd *e)
+{
+	return kp_group_abort(e, FS(e));
 }
 
 /* A descriptor that is not kura's has no group to offer: ENOTSUP tells
@@ -75,7 +70,7 @@ KP_EXPORT int kura_fcommit(int fd)
 KP_EXPORT int kura_fabort(int fd)
 {
 	KURA_FD_OR_ENOTSUP(fd, e);
-	return (int)kp_ret(kura_atomic_abort(FS(e), e->kfd));
+	return (int)kp_ret(abort_group(e));
 }
 
 /* The kernel's answers (fs/f2fs/file.c): starting a group where one is
@@ -101,7 +96,7 @@ int kp_atomic_ioctl(struct kp_fd *e, unsigned long req, void *arg, int *ret)
 		r = commit(e);
 		break;
 	case F2FS_IOC_ABORT_VOLATILE_WRITE:
-		r = kura_atomic_abort(FS(e), e->kfd);
+		r = abort_group(e);
 		break;
 	default:
 		return 0;

@@ -24,8 +24,32 @@
 
 /* ---- data ---- */
 
+/* After a write of n bytes through e at off (-1: ending at the offset), in
+ * an atomic group: this process's maps show what it wrote (groupmap.c). */
+static ssize_t group_wrote(struct kp_fd *e, ssize_t n, off_t off)
+{
+	if (__builtin_expect(__atomic_load_n(&kp_groups_active, __ATOMIC_RELAXED) == 0, 1) || n <= 0)
+		return n;
+	if (off < 0) {
+		off = kura_lseek(FS(e), e->kfd, 0, SEEK_CUR) - n;
+	} else if (kura_fd_flags(FS(e), e->kfd) & O_APPEND) {
+		struct stat st;
+		off = kura_fstat(FS(e), e->kfd, &st) ? 0 : st.st_size - n;
+	}
+	if (off >= 0)
+		kp_group_wrote(e, FS(e), (uint64_t)off, (uint64_t)n);
+	return n;
+}
+
+static void group_iov(const struct iovec *iov, int cnt)
+{
+	for (int i = 0; i < cnt && cnt <= IOV_MAX; i++)
+		kp_group_buffer(iov[i].iov_base, iov[i].iov_len);
+}
+
 KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
+	kp_group_buffer(buf, n);
 	struct kp_fd *e = kp_get(fd);
 	if (!e) {
 		if (__builtin_expect(__atomic_load_n(&kp_notify_fds, __ATOMIC_RELAXED) != 0, 0)) {
@@ -52,13 +76,14 @@ KP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(write)(fd, buf, n);
-	return kp_ret(kp_noted(e, kura_write(FS(e), e->kfd, buf, n), 1, IN_MODIFY));
+	return kp_ret(kp_noted(e, group_wrote(e, kura_write(FS(e), e->kfd, buf, n), -1), 1, IN_MODIFY));
 }
 
 ssize_t kp_write(int fd, const void *buf, size_t n) { return write(fd, buf, n); }
 
 KP_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 {
+	kp_group_buffer(buf, n);
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(pread)(fd, buf, n, off);
@@ -73,7 +98,7 @@ KP_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(pwrite)(fd, buf, n, off);
-	return kp_ret(kp_noted(e, kura_pwrite(FS(e), e->kfd, buf, n, off), 1, IN_MODIFY));
+	return kp_ret(kp_noted(e, group_wrote(e, kura_pwrite(FS(e), e->kfd, buf, n, off), off), 1, IN_MODIFY));
 }
 KP_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off) { return pwrite(fd, buf, n, off); }
 
@@ -118,11 +143,13 @@ static ssize_t kvec_io(struct kp_fd *e, const struct iovec *iov, int cnt, off_t 
 
 static ssize_t kvec(struct kp_fd *e, const struct iovec *iov, int cnt, off_t off, int wr)
 {
-	return kp_noted(e, kvec_io(e, iov, cnt, off, wr), 1, wr ? IN_MODIFY : IN_ACCESS);
+	ssize_t r = kvec_io(e, iov, cnt, off, wr);
+	return kp_noted(e, wr ? group_wrote(e, r, off) : r, 1, wr ? IN_MODIFY : IN_ACCESS);
 }
 
 KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
 {
+	group_iov(iov, cnt);
 	struct kp_fd *e = kp_get(fd);
 	return e ? kvec(e, iov, cnt, -1, 0) : REAL(readv)(fd, iov, cnt);
 }
@@ -133,6 +160,7 @@ KP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
 }
 KP_EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
 {
+	group_iov(iov, cnt);
 	struct kp_fd *e = kp_get(fd);
 	if (e && off < 0)
 		return kp_ret(-EINVAL);
@@ -150,6 +178,7 @@ KP_EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off)
 /* The RWF_ hints need no work here: every kura write is already synchronous. */
 KP_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int fl)
 {
+	group_iov(iov, cnt);
 	struct kp_fd *e = kp_get(fd);
 	return e ? kvec(e, iov, cnt, off < 0 ? -1 : off, 0) : REAL(preadv2)(fd, iov, cnt, off, fl);
 }
@@ -243,8 +272,15 @@ KP_EXPORT int ftruncate(int fd, off_t len)
 		return REAL(ftruncate)(fd, len);
 	uint64_t before;
 	kura_map_own_truncation(&before); /* from a fresh start */
+	int grouped = __atomic_load_n(&kp_groups_active, __ATOMIC_RELAXED) && kura_atomic_shadow(FS(e), e->kfd, NULL) > 0;
 	int r = (int)kp_noted(e, kura_ftruncate(FS(e), e->kfd, len), 0, IN_MODIFY);
 	uint64_t after = kura_map_own_truncation(&before);
+	if (grouped) {
+		/* Only the group's view was cut; its last block may be new. */
+		if (r == 0)
+			group_wrote(e, 1, len);
+		return (int)kp_ret(r);
+	}
 	int64_t ino = r == 0 ? kura_fd_ino(FS(e), e->kfd) : -1;
 	if (ino > 0)
 		kp_map_truncated(e->mnt, (uint64_t)ino, (uint64_t)len, before, after);
@@ -255,7 +291,12 @@ KP_EXPORT int ftruncate64(int fd, off_t len) { return ftruncate(fd, len); }
 KP_EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
 {
 	struct kp_fd *e = kp_get(fd);
-	return e ? (int)kp_ret(kp_noted(e, kura_fallocate(FS(e), e->kfd, mode, off, len), 0, IN_MODIFY)) : REAL(fallocate)(fd, mode, off, len);
+	if (!e)
+		return REAL(fallocate)(fd, mode, off, len);
+	int r = (int)kp_noted(e, kura_fallocate(FS(e), e->kfd, mode, off, len), 0, IN_MODIFY);
+	if (r == 0 && (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)))
+		group_wrote(e, len, off);
+	return (int)kp_ret(r);
 }
 KP_EXPORT int fallocate64(int fd, int mode, off_t off, off_t len) { return fallocate(fd, mode, off, len); }
 
@@ -275,6 +316,8 @@ KP_EXPORT int posix_fallocate64(int fd, off_t off, off_t len) { return posix_fal
  * kernel writes back a file's dirty mapped pages. */
 static int sync_file(struct kp_fd *e)
 {
+	if (__atomic_load_n(&kp_groups_active, __ATOMIC_RELAXED) && kura_atomic_shadow(FS(e), e->kfd, NULL) > 0)
+		return (int)kp_ret(kp_group_commit(e, FS(e))); /* commits the group (kura.h) */
 	int64_t ino = kura_fd_ino(FS(e), e->kfd);
 	int r = ino > 0 ? kp_map_sync_ino(e->mnt, (uint64_t)ino) : 0;
 	return (int)kp_ret(r ? r : kura_fsync(FS(e), e->kfd));

@@ -169,6 +169,8 @@ void kp_release(int fd)
 	if (KP_WATCHED(e->mnt))
 		kp_notify_closing(fd, e);
 	kp_lock_close(fd, e);
+	if (__atomic_load_n(&kp_groups_active, __ATOMIC_RELAXED))
+		kp_group_closing(e, fs);
 	__atomic_store_n(&e->used, 0, __ATOMIC_RELEASE);
 	if (e->dir)
 		kura_closedir(e->dir); /* reads its own duplicate of kfd */

@@ -110,8 +110,26 @@ int kp_path_arg(const char *path);
 void kp_map_fixed(void);
 /* map.c: this process's shared maps of kura files. */
 int kp_map_sync_ino(int mnt, uint64_t ino);
-int kp_map_writable(int mnt, uint64_t ino);
 struct kp_fd;
+/* groupmap.c: atomic groups with this process's shared maps of the file. */
+extern int kp_groups_active, kp_group_ro_maps;
+int kp_group_begin(struct kp_fd *e, kura_fs *fs, uint64_t ino);
+int kp_group_commit(struct kp_fd *e, kura_fs *fs);
+int kp_group_abort(struct kp_fd *e, kura_fs *fs);
+/* Before the close of a descriptor, whose group it may end. */
+void kp_group_closing(struct kp_fd *e, kura_fs *fs);
+/* After a write, truncation or fallocate through e changed [off, off+len)
+ * of a group: the pages of this process's maps there show the group. */
+void kp_group_wrote(struct kp_fd *e, kura_fs *fs, uint64_t off, uint64_t len);
+/* Before a call stores into buf: pages of it a group protects are taken
+ * over first (the store would fault where it cannot be handled). */
+void kp_group_prepare(void *buf, size_t len);
+static inline void kp_group_buffer(void *buf, size_t len)
+{
+	if (__builtin_expect(__atomic_load_n(&kp_group_ro_maps, __ATOMIC_RELAXED) != 0, 0))
+		kp_group_prepare(buf, len);
+}
+void kp_install_segv_handler(void);
 /* atomic.c: F2FS's atomic-write ioctls on a kura descriptor; 1 if req is
  * one of them (*ret then holds the result), else 0. */
 int kp_atomic_ioctl(struct kp_fd *e, unsigned long req, void *arg, int *ret);

@@ -38,23 +38,11 @@
 #include <unistd.h>
 
 #include "kp.h"
+#include "maptab.h"
 
-#define PAGE 4096u
+
 #define FS(e) (kp_mounts[(e)->mnt].fs)
 
-struct kp_map {
-	char *addr;
-	size_t len;      /* bytes, whole pages */
-	uint64_t off;    /* file offset of addr */
-	uint64_t ino;
-	int mnt;
-	int prot;
-	int may_write;   /* the description was O_RDWR: mprotect may add PROT_WRITE */
-	uint64_t truncs; /* the file's count of truncations that kept blocks, when no page of
-			  * this map could show a kept block (src/mapped.h) */
-	size_t eof_pages; /* its last eof_pages pages are known to raise SIGBUS (0: none known),
-			   * which a truncation then need not cover again */
-};
 
 /* What happens to the stores of a writable map that goes away (munmap,
  * mremap, exec, exit).  Linux keeps them as dirty pages of the file, which
@@ -96,6 +84,34 @@ static struct kp_map *find_map(const void *addr)
 		if ((const char *)addr >= maps[i].addr && (const char *)addr < maps[i].addr + maps[i].len)
 			return &maps[i];
 	return NULL;
+}
+
+void kp_maps_lock(void)
+{
+	pthread_mutex_lock(&maps_lock);
+}
+int kp_maps_trylock(void)
+{
+	int tries = 0, r;
+	while ((r = pthread_mutex_trylock(&maps_lock)) == EBUSY && ++tries < 100000)
+		__builtin_ia32_pause();
+	return r;
+}
+void kp_maps_unlock(void)
+{
+	pthread_mutex_unlock(&maps_lock);
+}
+size_t kp_maps_count(void)
+{
+	return __atomic_load_n(&nmaps, __ATOMIC_RELAXED);
+}
+struct kp_map *kp_maps_at(size_t i)
+{
+	return &maps[i];
+}
+struct kp_map *kp_maps_find(const void *addr)
+{
+	return find_map(addr);
 }
 
 static int overlaps(const void *addr, size_t len)
@@ -180,7 +196,13 @@ static int cover(struct kp_map *m, size_t from, size_t to, int alloc)
 		}
 		p += n;
 	}
+	kp_group_cover(m, from, to); /* pages an atomic group protects or holds (groupmap.c) */
 	return 0;
+}
+
+int kp_map_recover(struct kp_map *m, size_t from, size_t to)
+{
+	return cover(m, from, to, 0);
 }
 
 static void *map_shared(void *addr, size_t len, int prot, int flags, struct kp_fd *e, off_t off)
@@ -318,6 +340,8 @@ static void forget_range(const char *addr, size_t len)
 			m->eof_pages = 0;
 			if (fs && !kura_map_repin(fs, m->ino) && add_map(&right))
 				kura_map_unpin(fs, right.ino);
+			else if (right.group_ro)
+				__atomic_add_fetch(&kp_group_ro_maps, 1, __ATOMIC_RELAXED);
 			continue; /* add_map may have moved the array; m is not used again */
 		}
 		if (keep_left) {
@@ -332,6 +356,8 @@ static void forget_range(const char *addr, size_t len)
 		} else {
 			if (fs)
 				kura_map_unpin(fs, m->ino);
+			if (m->group_ro)
+				__atomic_sub_fetch(&kp_group_ro_maps, 1, __ATOMIC_RELAXED);
 			maps[i--] = maps[--nmaps];
 		}
 	}
@@ -573,20 +599,6 @@ int kp_map_sync_ino(int mnt, uint64_t ino)
 	return err;
 }
 
-/* Whether this process maps ino shared and writable: its stores would
- * reach the file outside any atomic group (atomic.c). */
-int kp_map_writable(int mnt, uint64_t ino)
-{
-	int found = 0;
-	if (!__atomic_load_n(&nmaps, __ATOMIC_RELAXED))
-		return 0;
-	pthread_mutex_lock(&maps_lock);
-	for (size_t i = 0; i < nmaps && !found; i++)
-		found = maps[i].mnt == mnt && maps[i].ino == ino && (maps[i].prot & PROT_WRITE);
-	pthread_mutex_unlock(&maps_lock);
-	return found;
-}
-
 /* After this process truncated a mapped file: its pages past the new end
  * raise SIGBUS, as on Linux.  (Other processes' maps keep showing the
  * blocks, which the engine keeps for them: see src/mapped.h.)  The
@@ -623,11 +635,19 @@ void kp_map_truncated(int mnt, uint64_t ino, uint64_t size, uint64_t before, uin
 	pthread_mutex_unlock(&maps_lock);
 }
 
-/* ---- SIGBUS: pages that came within the file ---- */
+/* ---- SIGBUS: pages that came within the file; SIGSEGV: stores that join
+ * an atomic group (groupmap.c) ---- */
 
-static struct sigaction user_bus; /* the program's SIGBUS disposition */
-static int bus_installed;
+/* The program's dispositions of the two signals, once the layer handles
+ * them (slot 0 SIGBUS, 1 SIGSEGV). */
+static struct sigaction user_act[2];
+static int installed[2];
 static pthread_mutex_t bus_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int slot_of_sig(int sig)
+{
+	return sig == SIGBUS ? 0 : sig == SIGSEGV ? 1 : -1;
+}
 
 /* In the handler: maps the page at addr if it is a map's page that lies
  * within the file now.  maps_lock may be held by the interrupted thread
@@ -664,47 +684,72 @@ static int fault_in(void *addr)
 	return ok;
 }
 
-static void on_bus(int sig, siginfo_t *si, void *uc)
+/* A fault that is not the layer's goes to the program's handler, or
+ * kills as the default would when the access repeats. */
+static void pass_on(int sig, siginfo_t *si, void *uc)
 {
-	if (si->si_code == BUS_ADRERR && fault_in(si->si_addr))
-		return;
-	struct sigaction u = user_bus;
+	struct sigaction u = user_act[slot_of_sig(sig)];
 	if ((u.sa_flags & SA_SIGINFO) && u.sa_sigaction) {
 		u.sa_sigaction(sig, si, uc);
 	} else if (u.sa_handler != SIG_DFL && u.sa_handler != SIG_IGN) {
 		u.sa_handler(sig);
 	} else {
-		/* The default: die of SIGBUS when the access repeats. */
 		struct sigaction dfl = { .sa_handler = SIG_DFL };
-		REAL(sigaction)(SIGBUS, &dfl, NULL);
+		REAL(sigaction)(sig, &dfl, NULL);
 	}
 }
 
-static void install_bus_handler(void)
+static void on_bus(int sig, siginfo_t *si, void *uc)
 {
-	if (__atomic_load_n(&bus_installed, __ATOMIC_ACQUIRE))
+	if (si->si_code == BUS_ADRERR && fault_in(si->si_addr))
+		return;
+	pass_on(sig, si, uc);
+}
+
+static void on_segv(int sig, siginfo_t *si, void *uc)
+{
+	if (si->si_code == SEGV_ACCERR && kp_group_fault(si->si_addr))
+		return;
+	pass_on(sig, si, uc);
+}
+
+static void install_handler(int sig, void (*fn)(int, siginfo_t *, void *))
+{
+	int k = slot_of_sig(sig);
+	if (__atomic_load_n(&installed[k], __ATOMIC_ACQUIRE))
 		return;
 	pthread_mutex_lock(&bus_lock);
-	if (!bus_installed) {
-		struct sigaction sa = { .sa_sigaction = on_bus, .sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK };
+	if (!installed[k]) {
+		struct sigaction sa = { .sa_sigaction = fn, .sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK };
 		sigemptyset(&sa.sa_mask);
-		REAL(sigaction)(SIGBUS, &sa, &user_bus);
-		__atomic_store_n(&bus_installed, 1, __ATOMIC_RELEASE);
+		REAL(sigaction)(sig, &sa, &user_act[k]);
+		__atomic_store_n(&installed[k], 1, __ATOMIC_RELEASE);
 	}
 	pthread_mutex_unlock(&bus_lock);
 }
 
-/* Once the layer handles SIGBUS, the program's handler is kept aside and
+static void install_bus_handler(void)
+{
+	install_handler(SIGBUS, on_bus);
+}
+
+void kp_install_segv_handler(void)
+{
+	install_handler(SIGSEGV, on_segv);
+}
+
+/* Once the layer handles a signal, the program's handler is kept aside and
  * called for the faults that are not the layer's. */
 KP_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	if (sig != SIGBUS || !__atomic_load_n(&bus_installed, __ATOMIC_ACQUIRE))
+	int k = slot_of_sig(sig);
+	if (k < 0 || !__atomic_load_n(&installed[k], __ATOMIC_ACQUIRE))
 		return REAL(sigaction)(sig, act, old);
 	pthread_mutex_lock(&bus_lock);
 	if (old)
-		*old = user_bus;
+		*old = user_act[k];
 	if (act)
-		user_bus = *act;
+		user_act[k] = *act;
 	pthread_mutex_unlock(&bus_lock);
 	return 0;
 }
@@ -713,7 +758,8 @@ KP_EXPORT sighandler_t signal(int sig, sighandler_t handler)
 {
 	struct sigaction act = { .sa_handler = handler, .sa_flags = SA_RESTART }, old;
 	sigemptyset(&act.sa_mask);
-	if (sig != SIGBUS || !__atomic_load_n(&bus_installed, __ATOMIC_ACQUIRE))
+	int k = slot_of_sig(sig);
+	if (k < 0 || !__atomic_load_n(&installed[k], __ATOMIC_ACQUIRE))
 		return REAL(signal)(sig, handler);
 	sigaction(sig, &act, &old);
 	return old.sa_handler;
@@ -731,6 +777,7 @@ void kp_map_fork_prepare(void)
 		if (fs)
 			kura_map_repin(fs, maps[i].ino);
 	}
+	kp_group_fork_prepare();
 }
 
 void kp_map_fork_done(void)
@@ -742,6 +789,7 @@ void kp_map_fork_done(void)
 void kp_map_exec(int failed)
 {
 	pthread_mutex_lock(&maps_lock);
+	kp_group_drop_all(failed);
 	for (size_t i = 0; i < nmaps; i++) {
 		kura_fs *fs = kp_fs(maps[i].mnt);
 		if (!fs)
@@ -771,6 +819,7 @@ void kp_map_exit(void)
 			pthread_mutex_unlock(&maps_lock);
 			return;
 		}
+	kp_group_drop_all(0);
 	for (size_t i = 0; i < nmaps; i++) {
 		kura_fs *fs = kp_fs(maps[i].mnt);
 		if (!fs)

@@ -1,0 +1,342 @@
+/*
+ * groupmap.c — stores through shared maps join an atomic group.
+ *
+ * A shared map shows the file's pool blocks (map.c), so a store reaches the
+ * file at once, for every process.  While this process has a group open on
+ * a file (kura_fbegin, or F2FS's START_ATOMIC_WRITE), its writable maps of
+ * the file are made read-only.  The first store to a page faults; the
+ * handler asks the engine for the group's own copy of that block
+ * (kura_atomic_map_block: the view's bytes in a block of the group's
+ * shadow) and maps that block at the page, in every map of the file this
+ * process has, writable: the store repeats there, and so do the later ones
+ * to the page, without a fault.  A write() through the group's description
+ * that changes a block a map shows takes that page over the same way after
+ * the call, so map and read() agree.
+ *
+ * Commit copies the group's blocks that this process's maps show into the
+ * file's blocks (kura_atomic_commit_maps; the bytes of the others move as
+ * blocks), and the pages are mapped at the file's blocks again: moving
+ * blocks would scatter the pages over the pool, one kernel mapping each,
+ * where the file's own blocks come in runs the kernel keeps as one.  Abort
+ * maps them back the same way.  Either way the shadow's pin goes last,
+ * which frees it.  Pages go back read-only, and the rest of each map stays
+ * so until a store finds no group there any more and gives the map its
+ * protection back: a run of groups protects a map once, and a commit costs
+ * only the pages it took over.
+ *
+ * Limits (README): a system call the kernel serves that writes into a page
+ * the group protects (recv into a mapped buffer, say) fails with EFAULT;
+ * read(), pread() and readv() take the pages over first, so they work.  A
+ * store made inside the engine (a kura read into a map of a grouped file)
+ * is taken over the same way before the call.
+ *
+ * Records live in a small table guarded by map.c's lock, which the
+ * SIGSEGV handler only tries to take.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "kp.h"
+#include "maptab.h"
+
+struct taken {
+	uint64_t fb, block;
+};
+
+struct kp_group {
+	int used;
+	int mnt;
+	int kfd;          /* a descriptor of the group's description */
+	int pinned;       /* the shadow is pinned by this process */
+	uint64_t ino;     /* the file */
+	uint64_t shadow;  /* the engine's shadow inode: names the group */
+	struct taken *taken;
+	size_t ntaken, cap;
+};
+
+#define MAX_GROUPS 64
+static struct kp_group groups[MAX_GROUPS];
+int kp_groups_active;      /* records in use: 0 keeps every hook at one load */
+int kp_group_ro_maps;      /* maps with group_ro set */
+
+static struct kp_group *by_shadow(int mnt, uint64_t shadow)
+{
+	for (int i = 0; i < MAX_GROUPS; i++)
+		if (groups[i].used && groups[i].mnt == mnt && groups[i].shadow == shadow)
+			return &groups[i];
+	return NULL;
+}
+
+static struct kp_group *by_ino(int mnt, uint64_t ino)
+{
+	for (int i = 0; i < MAX_GROUPS; i++)
+		if (groups[i].used && groups[i].mnt == mnt && groups[i].ino == ino)
+			return &groups[i];
+	return NULL;
+}
+
+static int covers(const struct kp_map *m, int mnt, uint64_t ino, uint64_t fb)
+{
+	uint64_t first = m->off / PAGE;
+	return m->mnt == mnt && m->ino == ino && fb >= first && fb < first + m->len / PAGE;
+}
+
+static void show(kura_fs *fs, struct kp_map *m, uint64_t fb, uint64_t block)
+{
+	int writable;
+	int fd = kura_map_fd(fs, &writable);
+	char *at = m->addr + (fb * PAGE - m->off);
+	REAL(mmap)(at, PAGE, m->prot, MAP_SHARED | MAP_FIXED, fd, (off_t)(block * PAGE));
+}
+
+static void make_ro(struct kp_map *m, size_t from, size_t to)
+{
+	if (!(m->prot & PROT_WRITE) || from >= to)
+		return;
+	REAL(mprotect)(m->addr + from * PAGE, (to - from) * PAGE, m->prot & ~PROT_WRITE);
+	if (!m->group_ro) {
+		m->group_ro = 1;
+		__atomic_add_fetch(&kp_group_ro_maps, 1, __ATOMIC_RELAXED);
+	}
+}
+
+static void restore(struct kp_map *m)
+{
+	REAL(mprotect)(m->addr, m->len, m->prot);
+	m->group_ro = 0;
+	__atomic_sub_fetch(&kp_group_ro_maps, 1, __ATOMIC_RELAXED);
+}
+
+/* With the lock: the group's own block for fb, shown by every map of the
+ * file in this process. */
+static int take(struct kp_group *g, kura_fs *fs, int kfd, uint64_t fb)
+{
+	for (size_t i = 0; i < g->ntaken; i++)
+		if (g->taken[i].fb == fb) {
+			for (size_t k = 0; k < kp_maps_count(); k++)
+				if (covers(kp_maps_at(k), g->mnt, g->ino, fb))
+					show(fs, kp_maps_at(k), fb, g->taken[i].block);
+			return 0;
+		}
+	if (g->ntaken == g->cap) {
+		size_t cap = g->cap ? g->cap * 2 : 16;
+		struct taken *t = realloc(g->taken, cap * sizeof *t);
+		if (!t)
+			return -ENOMEM;
+		g->taken = t;
+		g->cap = cap;
+	}
+	uint64_t block, shadow;
+	int r = kura_atomic_map_block(fs, kfd, fb, !g->pinned, &block, &shadow);
+	if (r)
+		return r;
+	g->pinned = 1;
+	g->taken[g->ntaken++] = (struct taken){ fb, block };
+	for (size_t k = 0; k < kp_maps_count(); k++)
+		if (covers(kp_maps_at(k), g->mnt, g->ino, fb))
+			show(fs, kp_maps_at(k), fb, block);
+	return 0;
+}
+
+/* With the lock: the record goes; pages it took over show the file's
+ * blocks again if recover (the shadow's are about to be freed), and the
+ * shadow's pin is dropped. */
+static void finish(struct kp_group *g, kura_fs *fs, int recover)
+{
+	g->used = 0;
+	__atomic_sub_fetch(&kp_groups_active, 1, __ATOMIC_RELAXED);
+	for (size_t i = 0; recover && i < g->ntaken; i++)
+		for (size_t k = 0; k < kp_maps_count(); k++) {
+			struct kp_map *m = kp_maps_at(k);
+			if (covers(m, g->mnt, g->ino, g->taken[i].fb)) {
+				/* A map still read-only from the group gets the page
+				 * read-only too: one protection throughout lets the
+				 * kernel merge it back, and the next group need not
+				 * protect the map again. */
+				size_t page = (size_t)((g->taken[i].fb * PAGE - m->off) / PAGE);
+				int prot = m->prot;
+				if (m->group_ro)
+					m->prot &= ~PROT_WRITE;
+				kp_map_recover(m, page, page + 1);
+				m->prot = prot;
+			}
+		}
+	if (g->pinned)
+		kura_map_unpin(fs, g->shadow);
+	free(g->taken);
+	memset(g, 0, sizeof *g);
+}
+
+int kp_group_begin(struct kp_fd *e, kura_fs *fs, uint64_t ino)
+{
+	kp_install_segv_handler();
+	int r = kura_atomic_begin(fs, e->kfd);
+	if (r)
+		return r;
+	int64_t shadow = kura_atomic_shadow(fs, e->kfd, NULL);
+	kp_maps_lock();
+	struct kp_group *g = NULL;
+	for (int i = 0; i < MAX_GROUPS && !g; i++)
+		if (!groups[i].used)
+			g = &groups[i];
+	if (g && shadow > 0) {
+		*g = (struct kp_group){ .used = 1, .mnt = e->mnt, .kfd = e->kfd, .ino = ino, .shadow = (uint64_t)shadow };
+		__atomic_add_fetch(&kp_groups_active, 1, __ATOMIC_RELAXED);
+		for (size_t k = 0; k < kp_maps_count(); k++) {
+			struct kp_map *m = kp_maps_at(k);
+			if (m->mnt == e->mnt && m->ino == ino && !m->group_ro)
+				make_ro(m, 0, m->len / PAGE);
+		}
+	}
+	kp_maps_unlock();
+	if (!g) {
+		kura_atomic_abort(fs, e->kfd);
+		return -ENOMEM; /* more groups at once than the table holds */
+	}
+	return 0;
+}
+
+int kp_group_commit(struct kp_fd *e, kura_fs *fs)
+{
+	int64_t shadow = kura_atomic_shadow(fs, e->kfd, NULL);
+	if (shadow <= 0 || !__atomic_load_n(&kp_groups_active, __ATOMIC_RELAXED))
+		return kura_atomic_commit(fs, e->kfd);
+	kp_maps_lock();
+	struct kp_group *g = by_shadow(e->mnt, (uint64_t)shadow);
+	uint64_t own_pins = 0;
+	for (size_t k = 0; g && k < kp_maps_count(); k++)
+		own_pins += kp_maps_at(k)->mnt == g->mnt && kp_maps_at(k)->ino == g->ino;
+	int r = g ? kura_atomic_commit_maps(fs, e->kfd, own_pins) : kura_atomic_commit(fs, e->kfd);
+	if (g && r >= 0)
+		finish(g, fs, r == 1);
+	kp_maps_unlock();
+	return r < 0 ? r : 0;
+}
+
+int kp_group_abort(struct kp_fd *e, kura_fs *fs)
+{
+	int64_t shadow = kura_atomic_shadow(fs, e->kfd, NULL);
+	int r = kura_atomic_abort(fs, e->kfd);
+	if (r || shadow <= 0 || !__atomic_load_n(&kp_groups_active, __ATOMIC_RELAXED))
+		return r;
+	kp_maps_lock();
+	struct kp_group *g = by_shadow(e->mnt, (uint64_t)shadow);
+	if (g)
+		finish(g, fs, 1);
+	kp_maps_unlock();
+	return 0;
+}
+
+void kp_group_closing(struct kp_fd *e, kura_fs *fs)
+{
+	int sole = 0;
+	int64_t shadow = kura_atomic_shadow(fs, e->kfd, &sole);
+	if (shadow <= 0 || !sole)
+		return;
+	kp_maps_lock();
+	struct kp_group *g = by_shadow(e->mnt, (uint64_t)shadow);
+	if (g)
+		finish(g, fs, 1); /* the close aborts the group (kura.h) */
+	kp_maps_unlock();
+}
+
+void kp_group_wrote(struct kp_fd *e, kura_fs *fs, uint64_t off, uint64_t len)
+{
+	int64_t shadow = kura_atomic_shadow(fs, e->kfd, NULL);
+	if (shadow <= 0 || !len)
+		return;
+	kp_maps_lock();
+	struct kp_group *g = by_shadow(e->mnt, (uint64_t)shadow);
+	for (uint64_t fb = off / PAGE; g && fb <= (off + len - 1) / PAGE; fb++)
+		for (size_t k = 0; k < kp_maps_count(); k++)
+			if (covers(kp_maps_at(k), g->mnt, g->ino, fb)) {
+				take(g, fs, e->kfd, fb);
+				break;
+			}
+	kp_maps_unlock();
+}
+
+/* With the lock: a store to addr, a page of m, which a group protects or
+ * protected. */
+static int store_fault(struct kp_map *m, char *addr)
+{
+	struct kp_group *g = by_ino(m->mnt, m->ino);
+	if (!g) {
+		restore(m);
+		return 1;
+	}
+	kura_fs *fs = kp_fs(m->mnt);
+	/* Inside an engine call the pool mutex may be this thread's. */
+	if (!fs || kura_in_operation(fs))
+		return 0;
+	uint64_t fb = (m->off + (uint64_t)(addr - m->addr)) / PAGE;
+	return take(g, fs, g->kfd, fb) == 0;
+}
+
+int kp_group_fault(void *addr)
+{
+	if (!__atomic_load_n(&kp_group_ro_maps, __ATOMIC_RELAXED) || kp_maps_trylock())
+		return 0;
+	struct kp_map *m = kp_maps_find(addr);
+	int ok = m && m->group_ro && (m->prot & PROT_WRITE) && store_fault(m, addr);
+	kp_maps_unlock();
+	return ok;
+}
+
+void kp_group_prepare(void *buf, size_t len)
+{
+	if (!__atomic_load_n(&kp_group_ro_maps, __ATOMIC_RELAXED) || !len)
+		return;
+	kp_maps_lock();
+	char *lo = (char *)((uintptr_t)buf & ~(uintptr_t)(PAGE - 1)), *hi = (char *)buf + len;
+	for (size_t k = 0; k < kp_maps_count(); k++) {
+		struct kp_map *m = kp_maps_at(k);
+		if (!m->group_ro || !(m->prot & PROT_WRITE) || hi <= m->addr || lo >= m->addr + m->len)
+			continue;
+		char *from = lo > m->addr ? lo : m->addr, *to = hi < m->addr + m->len ? hi : m->addr + m->len;
+		for (char *p = from; p < to && m->group_ro; p += PAGE)
+			store_fault(m, p);
+	}
+	kp_maps_unlock();
+}
+
+void kp_group_cover(struct kp_map *m, size_t from, size_t to)
+{
+	if (!__atomic_load_n(&kp_groups_active, __ATOMIC_RELAXED))
+		return;
+	struct kp_group *g = by_ino(m->mnt, m->ino);
+	kura_fs *fs = kp_fs(m->mnt);
+	if (!g || !fs)
+		return;
+	make_ro(m, from, to);
+	uint64_t first = m->off / PAGE;
+	for (size_t i = 0; i < g->ntaken; i++)
+		if (g->taken[i].fb >= first + from && g->taken[i].fb < first + to)
+			show(fs, m, g->taken[i].fb, g->taken[i].block);
+}
+
+void kp_group_fork_prepare(void)
+{
+	for (int i = 0; i < MAX_GROUPS; i++)
+		if (groups[i].used && groups[i].pinned && kp_fs(groups[i].mnt))
+			kura_map_repin(kp_fs(groups[i].mnt), groups[i].shadow);
+}
+
+void kp_group_drop_all(int failed_exec)
+{
+	for (int i = 0; i < MAX_GROUPS; i++) {
+		kura_fs *fs = groups[i].used && groups[i].pinned ? kp_fs(groups[i].mnt) : NULL;
+		if (!fs)
+			continue;
+		if (failed_exec)
+			kura_map_repin(fs, groups[i].shadow);
+		else
+			kura_map_unpin(fs, groups[i].shadow);
+	}
+}

@@ -1,0 +1,50 @@
+/*
+ * maptab.h — this process's table of shared maps of kura files (map.c),
+ * for the code that changes what their pages show (groupmap.c).
+ */
+#ifndef KP_MAPTAB_H
+#define KP_MAPTAB_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PAGE 4096u
+
+struct kp_map {
+	char *addr;
+	size_t len;      /* bytes, whole pages */
+	uint64_t off;    /* file offset of addr */
+	uint64_t ino;
+	int mnt;
+	int prot;
+	int may_write;   /* the description was O_RDWR: mprotect may add PROT_WRITE */
+	int group_ro;    /* pages made read-only for an atomic group (groupmap.c), until a store finds the group over */
+	uint64_t truncs; /* the file's count of truncations that kept blocks, when no page of
+			  * this map could show a kept block (src/mapped.h) */
+	size_t eof_pages; /* its last eof_pages pages are known to raise SIGBUS (0: none known),
+			   * which a truncation then need not cover again */
+};
+
+/* The table's lock; trylock spins a while and gives up (a signal handler
+ * may interrupt a thread holding it): 0 when taken. */
+void kp_maps_lock(void);
+int kp_maps_trylock(void);
+void kp_maps_unlock(void);
+/* With the lock: the maps, and the one holding addr (NULL if none). */
+size_t kp_maps_count(void);
+struct kp_map *kp_maps_at(size_t i);
+struct kp_map *kp_maps_find(const void *addr);
+/* With the lock: maps pages [from, to) of m at the file's blocks again
+ * (map.c's cover, without filling holes). */
+int kp_map_recover(struct kp_map *m, size_t from, size_t to);
+
+/* groupmap.c, called by map.c: pages of a map just covered with the file's
+ * blocks that a group of this process has taken over show its blocks
+ * instead; a SIGSEGV that is a store into a page a group protects. */
+void kp_group_cover(struct kp_map *m, size_t from, size_t to);
+int kp_group_fault(void *addr);
+/* At fork (the child's pins), exec and exit (the pins go). */
+void kp_group_fork_prepare(void);
+void kp_group_drop_all(int failed_exec);
+
+#endif
