@@ -226,6 +226,11 @@ int kura_reopen(kura_fs *fs, int fd, int flags);
 int kura_atomic_begin(kura_fs *fs, int fd);
 int kura_atomic_commit(kura_fs *fs, int fd);
 int kura_atomic_abort(kura_fs *fs, int fd);
+/* kura_atomic_begin that also drops the caller's pin of a shadow whose
+ * group is over (0: none), as kura_map_unpin would, in the same
+ * transaction: a layer that keeps a committed group's shadow pinned until
+ * its pages show the file again saves a transaction per group. */
+int kura_atomic_begin_retiring(kura_fs *fs, int fd, uint64_t retired);
 /* The inode of the shadow that holds the group of fd's description (0:
  * none), and in *sole whether fd is the description's only descriptor
  * (its close then ends the group). */

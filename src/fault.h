@@ -26,6 +26,8 @@ enum kura_fault_kind {
 	                           home before they are durable */
 	FAULT_MAP_HOME_UNRECORDED, /* journal: a checkpoint writes a page a map showed home as the
 	                           copy shows it, stores no record carries included */
+	FAULT_GROUP_SPLIT_COMMIT, /* an atomic group's commit moves its first block in a transaction
+	                           of its own */
 	FAULT_COUNT
 };
 

@@ -5,6 +5,7 @@
 #include <string.h>
 #include "alloc.h"
 #include "api.h"
+#include "fault.h"
 #include "group.h"
 #include "inode.h"
 #include "mapped.h"
@@ -210,10 +211,18 @@ static int group_enter(struct kura_fs *fs, int fd, struct ofile **out)
 
 int kura_atomic_begin(kura_fs *fs, int fd)
 {
+	return kura_atomic_begin_retiring(fs, fd, 0);
+}
+
+int kura_atomic_begin_retiring(kura_fs *fs, int fd, uint64_t retired)
+{
 	struct ofile *of;
 	int err = group_enter(fs, fd, &of);
 	if (err)
 		return err;
+	/* Whatever becomes of the new group, the old shadow's pin goes. */
+	if (retired && lock_maps(&fs->lk, retired))
+		mapped_unpin(fs, retired);
 	const struct kura_inode *ip = ino_get(fs, of->ino);
 	uint64_t shadow = 0;
 	if (!ip)
@@ -260,22 +269,30 @@ static int apply(struct kura_fs *fs, struct ofile *of, const struct kura_inode *
 	kill_privs(fs, ino, ip);
 	if (of->group_cut < ip->size)
 		inode_truncate(fs, ino, of->group_cut);
+	/* Stores through a map may have reached the last block past the
+	 * view's end; a file's bytes past its end are zero (inode.h). */
+	uint64_t tail = sp->size & (KURA_BLOCK - 1), last = bmap_get(fs, sp, sp->size >> KURA_BLOCK_SHIFT);
+	if (tail && last)
+		tx_memset(&fs->tx, block_off(last) + tail, 0, KURA_BLOCK - tail);
 	int mapped = lock_maps(&fs->lk, ino) > own_pins, copied = 0;
 	/* Stores through maps changed the shadow's blocks outside any
 	 * transaction: the commit makes them durable with the rest. */
 	int stored = lock_maps(&fs->lk, shadow) != 0;
+	uint64_t room = tx_in_place_room(&fs->tx);
 	uint64_t budget = sp->blocks + 1; /* a damaged map must not loop */
 	for (uint64_t fb = bmap_next_data(fs, sp, 0); fb != UINT64_MAX && budget && !fs->tx.err;
 	     fb = bmap_next_data(fs, sp, fb + 1), budget--) {
 		uint64_t sb = bmap_get(fs, sp, fb), ob = bmap_get(fs, ip, fb);
 		if (!sb)
 			break;
-		if (ob && (mapped || stored)) {
-			/* Maps show the file's block itself: the bytes go there.
-			 * So do the caller's own map stores: its pages then show
-			 * the file's blocks again, in runs the kernel can keep as
-			 * one mapping, where moved blocks would scatter them. */
+		/* Maps show the file's block itself: the bytes go there.  So
+		 * do the caller's own map stores, as far as the transaction
+		 * has room: its pages then show the file's blocks again, in
+		 * runs the kernel can keep as one mapping, where moved blocks
+		 * scatter them, a mapping each. */
+		if (ob && (mapped || (stored && room >= KURA_BLOCK))) {
 			tx_write(&fs->tx, block_off(ob), block_ptr(fs, sb), KURA_BLOCK);
+			room = room > KURA_BLOCK ? room - KURA_BLOCK : 0;
 			copied = 1;
 			continue;
 		}
@@ -285,6 +302,10 @@ static int apply(struct kura_fs *fs, struct ofile *of, const struct kura_inode *
 		uint64_t old = bmap_set(fs, ino, fb, sb);
 		if (old)
 			alloc_free(fs, old);
+		if (kura_fault == FAULT_GROUP_SPLIT_COMMIT && !fs->tx.err) { /* injected bug (crash tests only) */
+			fs_end(fs, 0);
+			fs_begin(fs);
+		}
 	}
 	if (sp->size != ip->size)
 		INO_SET(fs, ino, size, sp->size);
@@ -349,8 +370,8 @@ int kura_atomic_map_block(kura_fs *fs, int fd, uint64_t fblock, int pin, uint64_
 		return err;
 	if (!shadow_of(fs, of))
 		err = group_open(of) ? -EIO : -EINVAL;
-	else if (fblock > KURA_MAX_FILE_SIZE >> KURA_BLOCK_SHIFT)
-		err = -EFBIG;
+	else if (fblock >= (shadow_of(fs, of)->size + KURA_BLOCK - 1) >> KURA_BLOCK_SHIFT)
+		err = -ENXIO; /* past the end: a map's page there raises SIGBUS */
 	else if (pin && (err = lock_map_inc(&fs->lk, of->group_ino)))
 		pin = 0;
 	else if (!(*block = copy_up(fs, of, fblock, 1)))

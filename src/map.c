@@ -58,6 +58,12 @@ int kura_map_unpin(kura_fs *fs, uint64_t ino)
 		fs_unlock_for_read(fs);
 		return 0;
 	}
+	mapped_unpin(fs, ino);
+	return fs_end(fs, 0);
+}
+
+void mapped_unpin(struct kura_fs *fs, uint64_t ino)
+{
 	/* The holder is named in the slot, which the last count takes away. */
 	if (lock_maps(&fs->lk, ino) == 1)
 		mapped_unpinned(fs, ino);
@@ -67,7 +73,6 @@ int kura_map_unpin(kura_fs *fs, uint64_t ino)
 		orphan_remove(fs, ino);
 		inode_dispose(fs, ino);
 	}
-	return fs_end(fs, 0);
 }
 
 uint64_t kura_map_truncations(kura_fs *fs, uint64_t ino)

@@ -45,5 +45,8 @@ extern __thread uint64_t mapped_own_first, mapped_own_last, mapped_own_n;
  * lock_map_dec takes the slot that names the holder away): frees its
  * holder, if it has one. */
 void mapped_unpinned(struct kura_fs *fs, uint64_t ino);
+/* In a transaction: drops a map's pin of ino (kura_map_unpin), freeing an
+ * unnamed inode that nothing holds any more. */
+void mapped_unpin(struct kura_fs *fs, uint64_t ino);
 
 #endif

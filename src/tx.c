@@ -270,6 +270,18 @@ int tx_rewrite_in_place(struct tx *t, uint64_t block)
 	return t->j && journal_rewrite_in_place(t->j, block);
 }
 
+uint64_t tx_in_place_room(const struct tx *t)
+{
+	/* A journal record must hold what changes in place (the large path
+	 * takes only fresh blocks home); the undo log takes a record per
+	 * 64-byte line, with its head.  Half of either leaves room for the
+	 * rest of the transaction. */
+	if (t->j)
+		return t->j->cap / 2;
+	uint64_t left = t->log_end > t->tail ? t->log_end - t->tail : 0;
+	return left / 2 / rec_size(64) * 64;
+}
+
 int tx_is_fresh(struct tx *t, uint64_t block)
 {
 	return set_get(&t->fresh, t->stamp, block, NULL) != NULL;

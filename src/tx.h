@@ -88,6 +88,8 @@ void tx_mark_fresh(struct tx *t, uint64_t block);
  * journal records them; pmem flushes them), without undo. */
 void tx_note_changed(struct tx *t, uint64_t off, size_t len);
 int tx_is_fresh(struct tx *t, uint64_t block);
+/* About how many bytes one transaction may still change in place. */
+uint64_t tx_in_place_room(const struct tx *t);
 /* Whether overwriting block whole is cheaper in place than in a fresh
  * block (the journal's view: journal_rewrite_in_place). */
 int tx_rewrite_in_place(struct tx *t, uint64_t block);

@@ -43,6 +43,7 @@ static const char *fault_name[FAULT_COUNT] = {
 	[FAULT_MAP_UNRECORDED] = "msync leaves a map's stores out of the journal",
 	[FAULT_SEAL_HOME_EARLY] = "a seal links blocks written home before they are durable",
 	[FAULT_MAP_HOME_UNRECORDED] = "a checkpoint writes a map's unrecorded stores home",
+	[FAULT_GROUP_SPLIT_COMMIT] = "an atomic group commits in two transactions",
 };
 
 enum { PMEM, FILE_OP, FILE_FSYNC, NMODELS };
@@ -98,7 +99,10 @@ int main(void)
 		 * the journal enough to checkpoint. */
 		enum { ROUNDS = 3 };
 		int fsync_op = wk_lookup("fsync:foo"), nops = mo == FILE_FSYNC ? 2 * ROUNDS : 1, wl[2 * ROUNDS];
-		for (int i = 0; i < WK_NOPS && caught < 0; i++) {
+		/* A group's commit needs a group with blocks before it: single
+		 * entries cannot show that bug, and trying them all costs minutes. */
+		int single = f != FAULT_GROUP_SPLIT_COMMIT;
+		for (int i = 0; i < WK_NOPS && caught < 0 && single; i++) {
 			for (int r = 0; r < ROUNDS; r++)
 				wl[2 * r] = i, wl[2 * r + 1] = fsync_op;
 			int v = ex_workload(x, wl, nops);

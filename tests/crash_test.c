@@ -105,11 +105,12 @@ int main(int argc, char **argv)
 			}
 		}
 		close(pipefd[1]);
-		struct ex_stats all[4] = { 0 }, part[4];
+		struct ex_stats all[5] = { 0 }, part[5];
 		int children_failed = 0;
 		while (read(pipefd[0], part, sizeof part) == (ssize_t)sizeof part)
-			for (int k = 0; k < 4; k++) {
+			for (int k = 0; k < 5; k++) {
 				all[k].workloads += part[k].workloads;
+				all[k].group_checked += part[k].group_checked;
 				all[k].entries += part[k].entries;
 				all[k].points += part[k].points;
 				all[k].generated += part[k].generated;
@@ -125,9 +126,9 @@ int main(int argc, char **argv)
 			wait(&status);
 			children_failed += !WIFEXITED(status) || WEXITSTATUS(status);
 		}
-		static const char *names[4] = { "seq-1", "seq-2", "random", "total" };
-		all[3].seconds = now_sec() - tp;
-		for (int k = 0; k < 4; k++)
+		static const char *names[5] = { "seq-1", "seq-2", "random", "groups", "total" };
+		all[4].seconds = now_sec() - tp;
+		for (int k = 0; k < 5; k++)
 			drv_summary(&all[k], names[k]);
 		printf("%d shards; %d passed, %d failed\n", nsh, nsh - children_failed, children_failed);
 		return children_failed != 0;
@@ -160,12 +161,13 @@ run:
 
 	/* make check's sweep: every entry alone, a seeded sample of pairs,
 	 * and random workloads. */
-	int per_mille = full ? 1000 : cfg.file ? 15 : 30;
+	int per_mille = full ? 1000 : cfg.file ? 15 : 30, group_count = cfg.file ? 40 : 100;
 #if defined(__SANITIZE_ADDRESS__)
 	/* ASan makes every image several times dearer; the plain build carries
 	 * the sweep, this one looks for memory errors on a thinner slice. */
 	if (!full) {
 		per_mille = cfg.file ? 5 : 10;
+		group_count = 4;
 		x.cfg.point_budget = 32;
 		x.cfg.random = 2;
 	}
@@ -174,7 +176,7 @@ run:
 	if (scale && !full)
 		per_mille = atoi(scale);
 
-	struct ex_stats s1 = { 0 }, s2 = { 0 }, s3 = { 0 };
+	struct ex_stats s1 = { 0 }, s2 = { 0 }, s3 = { 0 }, s4 = { 0 };
 	double t = now_sec();
 	x.st = &s1;
 	int bad = drv_seq1(&x);
@@ -196,18 +198,28 @@ run:
 	drv_summary(&s3, "random");
 	expect(bad == 0 && s3.violations == 0, "random workloads survive every crash image");
 
-	st.workloads = s1.workloads + s2.workloads + s3.workloads;
-	st.entries = s1.entries + s2.entries + s3.entries;
-	st.points = s1.points + s2.points + s3.points;
-	st.generated = s1.generated + s2.generated + s3.generated;
-	st.checked = s1.checked + s2.checked + s3.checked;
-	st.recov_checked = s1.recov_checked + s2.recov_checked + s3.recov_checked;
-	st.violations = s1.violations + s2.violations + s3.violations;
+	/* Atomic groups: a commit shows all of a group, nothing else shows
+	 * any of it. */
+	t = now_sec();
+	x.st = &s4;
+	bad = drv_groups(&x, cfg.seed, full ? 3000 : group_count);
+	s4.seconds = now_sec() - t;
+	drv_summary(&s4, "groups");
+	expect(bad == 0 && s4.violations == 0, "atomic groups survive every crash image");
+
+	st.workloads = s1.workloads + s2.workloads + s3.workloads + s4.workloads;
+	st.entries = s1.entries + s2.entries + s3.entries + s4.entries;
+	st.points = s1.points + s2.points + s3.points + s4.points;
+	st.generated = s1.generated + s2.generated + s3.generated + s4.generated;
+	st.checked = s1.checked + s2.checked + s3.checked + s4.checked;
+	st.recov_checked = s1.recov_checked + s2.recov_checked + s3.recov_checked + s4.recov_checked;
+	st.violations = s1.violations + s2.violations + s3.violations + s4.violations;
+	st.group_checked = s1.group_checked + s2.group_checked + s3.group_checked + s4.group_checked;
 	st.seconds = now_sec() - t0;
 	drv_summary(&st, "total");
 	ex_fini(&x);
 	if (pipefd[1] >= 0) {
-		struct ex_stats part[4] = { s1, s2, s3, st };
+		struct ex_stats part[5] = { s1, s2, s3, s4, st };
 		if (write(pipefd[1], part, sizeof part) != (ssize_t)sizeof part)
 			failed++;
 	}

@@ -19,7 +19,7 @@
  * blocks would scatter the pages over the pool, one kernel mapping each,
  * where the file's own blocks come in runs the kernel keeps as one.  Abort
  * maps them back the same way.  Either way the shadow's pin goes last,
- * which frees it.  Pages go back read-only, and the rest of each map stays
+ * which frees it (at the next begin, in its transaction).  Pages go back read-only, and the rest of each map stays
  * so until a store finds no group there any more and gives the map its
  * protection back: a run of groups protects a map once, and a commit costs
  * only the pages it took over.
@@ -62,6 +62,36 @@ struct kp_group {
 
 #define MAX_GROUPS 64
 static struct kp_group groups[MAX_GROUPS];
+
+/* Shadows of groups that are over, whose pages show the file again, still
+ * pinned: the next begin on the pool drops the pin in its own transaction
+ * (kura_atomic_begin_retiring), a transaction less per group. */
+#define MAX_RETIRED 8
+static struct retired {
+	int mnt;
+	uint64_t shadow;
+} retired[MAX_RETIRED];
+static int nretired;
+
+static void retire(kura_fs *fs, int mnt, uint64_t shadow)
+{
+	if (nretired == MAX_RETIRED)
+		kura_map_unpin(fs, shadow);
+	else
+		retired[nretired++] = (struct retired){ mnt, shadow };
+}
+
+/* With the lock: a retired shadow of mnt, taken off the list; 0 if none. */
+static uint64_t take_retired(int mnt)
+{
+	for (int i = 0; i < nretired; i++)
+		if (retired[i].mnt == mnt) {
+			uint64_t shadow = retired[i].shadow;
+			retired[i] = retired[--nretired];
+			return shadow;
+		}
+	return 0;
+}
 int kp_groups_active;      /* records in use: 0 keeps every hook at one load */
 int kp_group_ro_maps;      /* maps with group_ro set */
 
@@ -95,8 +125,12 @@ static void show(kura_fs *fs, struct kp_map *m, uint64_t fb, uint64_t block)
 	REAL(mmap)(at, PAGE, m->prot, MAP_SHARED | MAP_FIXED, fd, (off_t)(block * PAGE));
 }
 
+/* Pages past the end of the file (m->eof_pages) keep raising SIGBUS. */
 static void make_ro(struct kp_map *m, size_t from, size_t to)
 {
+	size_t within = m->len / PAGE - m->eof_pages;
+	if (to > within)
+		to = within;
 	if (!(m->prot & PROT_WRITE) || from >= to)
 		return;
 	REAL(mprotect)(m->addr + from * PAGE, (to - from) * PAGE, m->prot & ~PROT_WRITE);
@@ -168,7 +202,7 @@ static void finish(struct kp_group *g, kura_fs *fs, int recover)
 			}
 		}
 	if (g->pinned)
-		kura_map_unpin(fs, g->shadow);
+		retire(fs, g->mnt, g->shadow);
 	free(g->taken);
 	memset(g, 0, sizeof *g);
 }
@@ -176,7 +210,10 @@ static void finish(struct kp_group *g, kura_fs *fs, int recover)
 int kp_group_begin(struct kp_fd *e, kura_fs *fs, uint64_t ino)
 {
 	kp_install_segv_handler();
-	int r = kura_atomic_begin(fs, e->kfd);
+	kp_maps_lock();
+	uint64_t old = take_retired(e->mnt);
+	kp_maps_unlock();
+	int r = kura_atomic_begin_retiring(fs, e->kfd, old);
 	if (r)
 		return r;
 	int64_t shadow = kura_atomic_shadow(fs, e->kfd, NULL);
@@ -326,10 +363,17 @@ void kp_group_fork_prepare(void)
 	for (int i = 0; i < MAX_GROUPS; i++)
 		if (groups[i].used && groups[i].pinned && kp_fs(groups[i].mnt))
 			kura_map_repin(kp_fs(groups[i].mnt), groups[i].shadow);
+	for (int i = 0; i < nretired; i++)
+		if (kp_fs(retired[i].mnt))
+			kura_map_repin(kp_fs(retired[i].mnt), retired[i].shadow);
 }
 
 void kp_group_drop_all(int failed_exec)
 {
+	for (int i = 0; i < nretired; i++)
+		if (kp_fs(retired[i].mnt))
+			kura_map_unpin(kp_fs(retired[i].mnt), retired[i].shadow);
+	nretired = 0;
 	for (int i = 0; i < MAX_GROUPS; i++) {
 		kura_fs *fs = groups[i].used && groups[i].pinned ? kp_fs(groups[i].mnt) : NULL;
 		if (!fs)

@@ -320,6 +320,7 @@ static void ex_check(struct ex *x, int lo, int hi, uint64_t image)
 	size_t mark = x->u.n;
 	int nrec = 0;
 	x->st->checked++;
+	x->st->group_checked += x->wl_group;
 	uint64_t h = ex_recover_dump(x, &x->dbuf, 1, &nrec, why, sizeof why);
 	if (!h) {
 		ex_violation(x, "%s", why);

@@ -36,6 +36,7 @@ struct ex_cfg {
 
 struct ex_stats {
 	uint64_t generated, checked, recov_checked, points, violations, workloads, entries;
+	uint64_t group_checked; /* of checked: images of workloads with an atomic group in them */
 	double seconds;
 };
 
@@ -68,6 +69,7 @@ struct ex {
 	size_t event_no;
 	const uint32_t *cur_p; /* the image being checked, for reports */
 	int wl_viol, stop;
+	int wl_group; /* the workload has an atomic group entry */
 	uint64_t checks_since_drift;
 	uint8_t line_buf[UNIT_MAX];
 };

@@ -177,6 +177,9 @@ static int ex_workload(struct ex *x, const int *ops, int nops)
 {
 	x->wl_viol = 0;
 	x->stop = 0;
+	x->wl_group = 0;
+	for (int i = 0; i < nops; i++)
+		x->wl_group |= wk_table[ops[i]].kind == K_GBEGIN;
 	x->point_no = 0;
 	if (!wk_model_ok(ops, nops, x->cfg.file))
 		return 0;
@@ -207,8 +210,8 @@ static int ex_workload(struct ex *x, const int *ops, int nops)
 			if (e->off == 'o') {
 				done = (int)e->len;
 				inflight = 0;
-				if ((x->ops[done - 1]->kind == K_FSYNC || x->ops[done - 1]->kind == K_MAPWRITE) &&
-				    x->res[done - 1] == 0)
+				enum wk_kind k = x->ops[done - 1]->kind;
+				if ((k == K_FSYNC || k == K_MAPWRITE || k == K_GCOMMIT) && x->res[done - 1] == 0)
 					synced = done;
 				ex_point(x, LO(), done);
 			}

@@ -26,6 +26,7 @@
 enum wk_kind {
 	K_CREAT, K_MKNOD, K_MKDIR, K_RMDIR, K_WRITE, K_PWRITE, K_FTRUNC, K_TRUNC, K_FALLOC, K_LINK, K_UNLINK,
 	K_RENAME, K_SYMLINK, K_FSYNC, K_CHMOD, K_CLOSE, K_OPEN, K_CLOSE_AUTO, K_MAPWRITE, K_SETXATTR, K_RMXATTR, K_SETACL, K_PINTRUNC, K_PINTRIM,
+	K_GBEGIN, K_GCOMMIT, K_GABORT, K_GMAPWRITE,
 };
 
 struct wk_op {
@@ -133,6 +134,19 @@ static const struct wk_op wk_table[] = {
 	 * block goes, so the block is freed, and G's two buckets merge. */
 	{ "unlink:G/solo", K_UNLINK, WK_G_SOLO, 0, 0, 0, 0, 0 },
 	{ "rename:G/solo:A/solo", K_RENAME, WK_G_SOLO, "A/solo", 0, 0, 0, 0 },
+	/* Atomic groups (src/group.h) on the descriptions of foo (slot 0) and
+	 * A/foo (slot 2): the entries above that write through those slots
+	 * join the group while one is open; commit shows all of it at once,
+	 * abort and close none.  gmapwrite stores through the group's own
+	 * blocks mapped, as the interposition layer's maps do once a store
+	 * takes a page over (src/preload/groupmap.c); file model only. */
+	{ "gbegin:foo", K_GBEGIN, 0, 0, 0, 0, 0, 0 },
+	{ "gbegin:A/foo", K_GBEGIN, 0, 0, 2, 0, 0, 0 },
+	{ "gcommit:foo", K_GCOMMIT, 0, 0, 0, 0, 0, 0 },
+	{ "gcommit:A/foo", K_GCOMMIT, 0, 0, 2, 0, 0, 0 },
+	{ "gabort:foo", K_GABORT, 0, 0, 0, 0, 0, 0 },
+	{ "gmapwrite:foo:6k@1000", K_GMAPWRITE, 0, 0, 0, 1000, 6144, 0 },
+	{ "gmapwrite:A/foo:100@3900", K_GMAPWRITE, 0, 0, 2, 3900, 100, 0 },
 };
 #define WK_NOPS ((int)(sizeof wk_table / sizeof wk_table[0]))
 
@@ -141,6 +155,7 @@ static const struct wk_op wk_close_auto = { "close-at-end", K_CLOSE_AUTO, 0, 0, 
 
 struct wk_ctx {
 	int fd[WK_SLOTS];
+	uint64_t gpin[WK_SLOTS]; /* a group's shadow this slot's gmapwrite pinned, unpinned when the group ends */
 	int seq; /* entry number, so different writes write different bytes */
 };
 
@@ -224,7 +239,7 @@ static int wk_setup(kura_fs *fs, struct wk_ctx *c)
 		kura_close(fs, fd);
 	}
 	for (int i = 0; i < WK_SLOTS; i++)
-		c->fd[i] = -1;
+		c->fd[i] = -1, c->gpin[i] = 0;
 	c->fd[0] = kura_open(fs, "foo", O_RDWR, 0);
 	c->fd[1] = kura_open(fs, "foo", O_RDWR | O_APPEND, 0);
 	c->fd[2] = kura_open(fs, "A/foo", O_RDWR, 0);
@@ -271,6 +286,38 @@ static long wk_mapwrite(kura_fs *fs, int fd, long off, long len, const char *src
 	return r;
 }
 
+/* Stores through the group's own blocks, mapped: the interposition
+ * layer's store into a page its group took over.  The first pins the
+ * group's shadow, as the layer does; the group's end unpins it. */
+static long wk_gmapwrite(kura_fs *fs, struct wk_ctx *c, int slot, long off, long len, const char *src)
+{
+	long first = off / 4096, n = (off + len + 4095) / 4096 - first, r = 0;
+	int writable, mfd = kura_map_fd(fs, &writable);
+	for (long i = 0; i < n && !r; i++) {
+		uint64_t block, shadow;
+		r = kura_atomic_map_block(fs, wk_fd(c, slot), (uint64_t)(first + i), !c->gpin[slot], &block, &shadow);
+		if (r)
+			break;
+		c->gpin[slot] = shadow;
+		char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, (off_t)(block * 4096));
+		if (p == MAP_FAILED)
+			return -EIO;
+		long from = i == 0 ? off % 4096 : 0, to = i == n - 1 ? (off + len - 1) % 4096 + 1 : 4096;
+		memcpy(p + from, src + (first + i) * 4096 + from - off, (size_t)(to - from));
+		munmap(p, 4096);
+	}
+	return r;
+}
+
+/* The group of slot is over (committed, aborted, closed): its shadow's pin
+ * goes, which frees it. */
+static void wk_gunpin(kura_fs *fs, struct wk_ctx *c, int slot)
+{
+	if (c->gpin[slot])
+		kura_map_unpin(fs, c->gpin[slot]);
+	c->gpin[slot] = 0;
+}
+
 /* The states a crash during mapwrite op may show besides before and
  * after: each proper, non-empty subset of its pages written (dumped into
  * hashes, at most WK_MIX_MAX), the pool put back after each.  Returns how
@@ -306,7 +353,7 @@ static CRASH_UNUSED int wk_mapwrite_mixes(kura_fs *fs, struct wk_ctx *c, const s
 static CRASH_UNUSED int wk_model_ok(const int *ops, int n, int file_model)
 {
 	for (int i = 0; i < n && !file_model; i++)
-		if (wk_table[ops[i]].kind == K_MAPWRITE)
+		if (wk_table[ops[i]].kind == K_MAPWRITE || wk_table[ops[i]].kind == K_GMAPWRITE)
 			return 0;
 	return 1;
 }
@@ -367,6 +414,23 @@ static long wk_run(kura_fs *fs, struct wk_ctx *c, const struct wk_op *op)
 	case K_CLOSE:
 		r = kura_close(fs, wk_fd(c, op->slot));
 		c->fd[op->slot] = -1;
+		wk_gunpin(fs, c, op->slot);
+		break;
+	case K_GBEGIN: r = kura_atomic_begin(fs, wk_fd(c, op->slot)); break;
+	case K_GCOMMIT:
+		r = kura_atomic_commit_maps(fs, wk_fd(c, op->slot), 0);
+		r = r > 0 ? 0 : r;
+		if (!r)
+			wk_gunpin(fs, c, op->slot);
+		break;
+	case K_GABORT:
+		r = kura_atomic_abort(fs, wk_fd(c, op->slot));
+		if (!r)
+			wk_gunpin(fs, c, op->slot);
+		break;
+	case K_GMAPWRITE:
+		wk_pattern(buf, op->len, c->seq, op->off);
+		r = wk_gmapwrite(fs, c, op->slot, op->off, op->len, buf);
 		break;
 	case K_SETXATTR:
 		wk_pattern(buf, op->len, c->seq, 0);
@@ -403,6 +467,7 @@ static long wk_run(kura_fs *fs, struct wk_ctx *c, const struct wk_op *op)
 			if (c->fd[s] >= 0) {
 				r = kura_close(fs, c->fd[s]);
 				c->fd[s] = -1;
+				wk_gunpin(fs, c, s);
 				break;
 			}
 		break;
