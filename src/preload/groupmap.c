@@ -300,7 +300,8 @@ void kp_group_wrote(struct kp_fd *e, kura_fs *fs, uint64_t off, uint64_t len)
 }
 
 /* With the lock: a store to addr, a page of m, which a group protects or
- * protected. */
+ * protected.  1: the store may repeat; -1: the group cannot take the page
+ * (full, or the pool is); 0: not a store this layer can serve. */
 static int store_fault(struct kp_map *m, char *addr)
 {
 	struct kp_group *g = by_ino(m->mnt, m->ino);
@@ -313,7 +314,7 @@ static int store_fault(struct kp_map *m, char *addr)
 	if (!fs || kura_in_operation(fs))
 		return 0;
 	uint64_t fb = (m->off + (uint64_t)(addr - m->addr)) / PAGE;
-	return take(g, fs, g->kfd, fb) == 0;
+	return take(g, fs, g->kfd, fb) == 0 ? 1 : -1;
 }
 
 int kp_group_fault(void *addr)
@@ -321,9 +322,9 @@ int kp_group_fault(void *addr)
 	if (!__atomic_load_n(&kp_group_ro_maps, __ATOMIC_RELAXED) || kp_maps_trylock())
 		return 0;
 	struct kp_map *m = kp_maps_find(addr);
-	int ok = m && m->group_ro && (m->prot & PROT_WRITE) && store_fault(m, addr);
+	int r = m && m->group_ro && (m->prot & PROT_WRITE) ? store_fault(m, addr) : 0;
 	kp_maps_unlock();
-	return ok;
+	return r;
 }
 
 void kp_group_prepare(void *buf, size_t len)

@@ -706,10 +706,20 @@ static void on_bus(int sig, siginfo_t *si, void *uc)
 	pass_on(sig, si, uc);
 }
 
+/* A store a group cannot take (it is full, or the pool is) is what a
+ * store into a page the kernel cannot back is: SIGBUS. */
 static void on_segv(int sig, siginfo_t *si, void *uc)
 {
-	if (si->si_code == SEGV_ACCERR && kp_group_fault(si->si_addr))
+	int r = si->si_code == SEGV_ACCERR ? kp_group_fault(si->si_addr) : 0;
+	if (r > 0)
 		return;
+	if (r < 0) {
+		/* The program's SIGBUS disposition decides, as for a store
+		 * the kernel cannot back; a handler that returns sees the
+		 * store fault again, as on Linux. */
+		raise(SIGBUS);
+		return;
+	}
 	pass_on(sig, si, uc);
 }
 
