@@ -5,7 +5,7 @@ CTEST = ctest --output-on-failure -j2
 # The nested makes CMake runs would otherwise announce every directory change.
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps build check check-release check-asan check-tsan demo bench bench-durable bench-maps bench-report bench-quick model-long crash-full fuzz-long pjdfstest pjdfstest-fuse sqlite-full install clean
+.PHONY: all deps build check check-release check-asan check-tsan demo bench bench-durable bench-maps bench-sqlite-batch bench-groups bench-report bench-quick model-long crash-full fuzz-long pjdfstest pjdfstest-fuse sqlite-full install clean
 
 all: deps build
 
@@ -51,6 +51,16 @@ bench-durable: all
 # Loads and stores through a shared map of a kura file against tmpfs.
 bench-maps: all
 	python3 bench/maps.py
+
+# SQLite with and without batch atomic write (atomic groups) on kura,
+# beside tmpfs and ext4: 1,000 single-insert transactions.
+bench-sqlite-batch: all
+	bash bench/sqlite_batch_atomic.sh
+
+# The cost of an atomic group's commit (one page of a 256 MiB map, one
+# pwrite) on a memory pool, beside msync/fdatasync of a page on tmpfs.
+bench-groups: all
+	bash bench/groups.sh
 
 # kura against the kernel with real programs (fio, metadata calls, SQLite's
 # speedtest1, RocksDB's db_bench, filebench-like personalities), memory pool
