@@ -24,7 +24,7 @@ if not (KURA_BIN and os.access(KURA_BIN, os.X_OK) and KURA_LIB):
 @pytest.fixture(scope="module")
 def groups(tmp_path_factory):
     exe = tmp_path_factory.mktemp("bin") / "groups"
-    subprocess.run(["gcc", "-O1", "-Wall", "-Werror", "-I", str(ROOT / "include"), "-o", str(exe),
+    subprocess.run(["gcc", "-O1", "-Wall", "-Werror", "-pthread", "-I", str(ROOT / "include"), "-o", str(exe),
                     str(HERE / "atomic" / "groups.c")], check=True)
     return str(exe)
 

@@ -319,8 +319,14 @@ static int store_fault(struct kp_map *m, char *addr)
 
 int kp_group_fault(void *addr)
 {
-	if (!__atomic_load_n(&kp_group_ro_maps, __ATOMIC_RELAXED) || kp_maps_trylock())
+	if (!__atomic_load_n(&kp_group_ro_maps, __ATOMIC_RELAXED))
 		return 0;
+	/* Another thread holds the table (taking a page itself, say): the
+	 * store repeats and faults again until it can be served.  No thread
+	 * stores into a protected page while it holds the table, so this
+	 * one is not waiting for itself. */
+	if (kp_maps_trylock())
+		return 1;
 	struct kp_map *m = kp_maps_find(addr);
 	int r = m && m->group_ro && (m->prot & PROT_WRITE) ? store_fault(m, addr) : 0;
 	kp_maps_unlock();
@@ -331,6 +337,14 @@ void kp_group_prepare(void *buf, size_t len)
 {
 	if (!__atomic_load_n(&kp_group_ro_maps, __ATOMIC_RELAXED) || !len)
 		return;
+	/* The engine's own reads (a checkpoint reading the pool file, under
+	 * the pool mutex, perhaps for a commit this layer runs holding the
+	 * table) go into its own buffers, never a map: they must not wait. */
+	for (int i = 0; i < kp_nmounts; i++) {
+		kura_fs *fs = __atomic_load_n(&kp_mounts[i].fs, __ATOMIC_ACQUIRE);
+		if (fs && kura_in_operation(fs))
+			return;
+	}
 	kp_maps_lock();
 	char *lo = (char *)((uintptr_t)buf & ~(uintptr_t)(PAGE - 1)), *hi = (char *)buf + len;
 	for (size_t k = 0; k < kp_maps_count(); k++) {

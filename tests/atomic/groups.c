@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <pthread.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -251,6 +252,52 @@ static void kills(const char *dir)
 	unlink(name);
 }
 
+/* Threads storing into different pages of one map at once: every store
+ * faults in its own thread, and all of them land in the group. */
+struct storer {
+	char *m;
+	int first, n, byte;
+};
+
+static void *store_pages(void *arg)
+{
+	struct storer *s = arg;
+	for (int r = 0; r < 50; r++)
+		for (int p = s->first; p < s->first + s->n; p++)
+			s->m[(size_t)p * PG + (size_t)(r * 67 % PG)] = (char)s->byte;
+	return NULL;
+}
+
+static void threads(const char *dir)
+{
+	char name[4200];
+	snprintf(name, sizeof name, "%s/t", dir);
+	int fd = make_file(name, 'a');
+	char *m = mmap(NULL, NPAGES * PG, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(m != MAP_FAILED, "mmap");
+	if (m == MAP_FAILED)
+		return;
+	CHECK(kura_atomic_fbegin(fd) == 1, "fbegin");
+	enum { T = 4 };
+	pthread_t th[T];
+	struct storer st[T];
+	for (int i = 0; i < T; i++) {
+		st[i] = (struct storer){ m, i * (NPAGES / T), NPAGES / T, 'A' + i };
+		pthread_create(&th[i], NULL, store_pages, &st[i]);
+	}
+	for (int i = 0; i < T; i++)
+		pthread_join(th[i], NULL);
+	CHECK(other_reads(name, 0) == 'a', "before the commit, others see none of the threads' stores");
+	CHECK(kura_atomic_fcommit(fd) == 0, "commit");
+	int ok = 1;
+	for (int i = 0; i < T; i++)
+		ok &= other_reads(name, (off_t)st[i].first * PG + 67) == 'A' + i;
+	CHECK(ok, "every thread's stores committed");
+	munmap(m, NPAGES * PG);
+	close(fd);
+	unlink(name);
+}
+
 static void fallback(const char *dir)
 {
 	char name[4200];
@@ -274,6 +321,7 @@ int main(int argc, char **argv)
 		writes(argv[1]);
 		maps(argv[1], 0);
 		maps(argv[1], 1);
+		threads(argv[1]);
 		kills(argv[1]);
 	}
 	printf("%d checks, %d failed\n", checks, failures);
