@@ -5,7 +5,7 @@ CTEST = ctest --output-on-failure -j2
 # The nested makes CMake runs would otherwise announce every directory change.
 MAKEFLAGS += --no-print-directory
 
-.PHONY: all deps build check check-release check-asan check-tsan demo bench bench-durable bench-maps bench-sqlite-batch bench-groups bench-report bench-quick model-long crash-full fuzz-long pjdfstest pjdfstest-fuse sqlite-full install clean
+.PHONY: all deps build check check-release check-asan check-tsan demo bench bench-durable bench-maps bench-kv bench-sqlite-batch bench-groups bench-report bench-quick model-long crash-full fuzz-long pjdfstest pjdfstest-fuse sqlite-full install clean
 
 all: deps build
 
@@ -51,6 +51,12 @@ bench-durable: all
 # Loads and stores through a shared map of a kura file against tmpfs.
 bench-maps: all
 	python3 bench/maps.py
+
+# The kv example (examples/kv, on atomic groups) against LevelDB:
+# fillrandom/readrandom on a memory pool beside tmpfs, fillsync on a disk
+# pool beside ext4 (bench/kv.py).
+bench-kv: all
+	python3 bench/kv.py
 
 # SQLite with and without batch atomic write (atomic groups) on kura,
 # beside tmpfs and ext4: 1,000 single-insert transactions.

@@ -250,9 +250,10 @@ int kura_atomic_map_block(kura_fs *fs, int fd, uint64_t fblock, int pin, uint64_
 int kura_atomic_commit_maps(kura_fs *fs, int fd, uint64_t own_pins);
 /* The same for a program running under the interposition layer (kura run,
  * LD_PRELOAD=libkura.so), on its own descriptors: 0, or -1 with errno as
- * above; ENOTSUP for a descriptor that is not a kura file, and for a file
- * this process maps shared and writable (stores through a map do not join
- * a group yet).  fsync and fdatasync of the descriptor commit too.
+ * above; ENOTSUP for a descriptor that is not a kura file.  There stores
+ * through this process's shared maps of the file join the group too (a
+ * store the group cannot take raises SIGBUS; README, Atomic groups).
+ * fsync and fdatasync of the descriptor commit too.
  * include/kura_atomic.h finds these at run time, for programs that must
  * also run without kura. */
 int kura_fbegin(int fd);

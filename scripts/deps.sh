@@ -6,7 +6,7 @@ set -euo pipefail
 
 wanted=(build-essential cmake python3 strace e2fsprogs sqlite3 git fio clang libclang-rt-14-dev rsync patch diffutils lmdb-utils rocksdb-tools acl tcl-dev
 	pkg-config man-db groff-base libsqlite3-dev python3-matplotlib inotify-tools python3-watchdog
-	fuse3 libfuse3-dev busybox-static golang-go rclone)
+	fuse3 libfuse3-dev busybox-static golang-go rclone libleveldb-dev)
 missing=()
 for p in "${wanted[@]}"; do
 	dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

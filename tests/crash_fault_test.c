@@ -64,6 +64,9 @@ static int applies(int fault, int model)
 	case FAULT_MAP_UNRECORDED:
 	case FAULT_MAP_HOME_UNRECORDED: return model != PMEM;
 	case FAULT_SEAL_HOME_EARLY: return model == FILE_FSYNC;
+	/* In fsync mode the disk sees a state only as a sync seals it, and
+	 * the commit's two transactions are sealed together by its sync. */
+	case FAULT_GROUP_SPLIT_COMMIT: return model != FILE_FSYNC;
 	default: return 1;
 	}
 }

@@ -117,12 +117,15 @@ static int covers(const struct kp_map *m, int mnt, uint64_t ino, uint64_t fb)
 	return m->mnt == mnt && m->ino == ino && fb >= first && fb < first + m->len / PAGE;
 }
 
-static void show(kura_fs *fs, struct kp_map *m, uint64_t fb, uint64_t block)
+/* 0, or -errno: the kernel may refuse another mapping (vm.max_map_count),
+ * and the page then still shows what it showed. */
+static int show(kura_fs *fs, struct kp_map *m, uint64_t fb, uint64_t block)
 {
 	int writable;
 	int fd = kura_map_fd(fs, &writable);
 	char *at = m->addr + (fb * PAGE - m->off);
-	REAL(mmap)(at, PAGE, m->prot, MAP_SHARED | MAP_FIXED, fd, (off_t)(block * PAGE));
+	return REAL(mmap)(at, PAGE, m->prot, MAP_SHARED | MAP_FIXED, fd, (off_t)(block * PAGE)) == MAP_FAILED ? -errno
+													       : 0;
 }
 
 /* Pages past the end of the file (m->eof_pages) keep raising SIGBUS. */
@@ -151,12 +154,13 @@ static void restore(struct kp_map *m)
  * file in this process. */
 static int take(struct kp_group *g, kura_fs *fs, int kfd, uint64_t fb)
 {
+	int err = 0;
 	for (size_t i = 0; i < g->ntaken; i++)
 		if (g->taken[i].fb == fb) {
-			for (size_t k = 0; k < kp_maps_count(); k++)
+			for (size_t k = 0; k < kp_maps_count() && !err; k++)
 				if (covers(kp_maps_at(k), g->mnt, g->ino, fb))
-					show(fs, kp_maps_at(k), fb, g->taken[i].block);
-			return 0;
+					err = show(fs, kp_maps_at(k), fb, g->taken[i].block);
+			return err;
 		}
 	if (g->ntaken == g->cap) {
 		size_t cap = g->cap ? g->cap * 2 : 16;
@@ -172,10 +176,10 @@ static int take(struct kp_group *g, kura_fs *fs, int kfd, uint64_t fb)
 		return r;
 	g->pinned = 1;
 	g->taken[g->ntaken++] = (struct taken){ fb, block };
-	for (size_t k = 0; k < kp_maps_count(); k++)
+	for (size_t k = 0; k < kp_maps_count() && !err; k++)
 		if (covers(kp_maps_at(k), g->mnt, g->ino, fb))
-			show(fs, kp_maps_at(k), fb, block);
-	return 0;
+			err = show(fs, kp_maps_at(k), fb, block);
+	return err;
 }
 
 /* With the lock: the record goes; pages it took over show the file's
