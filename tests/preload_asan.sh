@@ -4,7 +4,7 @@
 # end, growth and mremap, partial munmap, unlink while mapped, fork), and
 # notify_events.c and dnotify.c (inotify and F_NOTIFY with the watcher
 # thread), each run on tmpfs and under `kura run` with the sanitized libkura.so, whose output
-# must be the same, then fsck.  The program itself is not instrumented, so
+# must be the same; tests/atomic/groups.c under kura alone; then fsck.  The program itself is not instrumented, so
 # ASan's runtime is preloaded behind the layer (CTest, ASan builds only).
 #   tests/preload_asan.sh KURA_BIN SOURCE_DIR SCRATCH
 set -euo pipefail
@@ -32,5 +32,14 @@ for prog in shared_maps notify_events dnotify; do
 		exit 1
 	fi
 done
+# Atomic groups (src/group.c, src/preload/groupmap.c): map stores taken
+# over in a SIGSEGV handler, threads, fork, kills; the program checks itself.
+exe=$scratch/groups
+gcc -O1 -pthread -I "$src/include" -o "$exe" "$src/tests/atomic/groups.c"
+ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:abort_on_error=1 LD_PRELOAD=$asan \
+	"$kura" run --pool "$pool" -- bash -c "mkdir /kura/groups && exec '$exe' /kura/groups" || {
+	echo "preload_asan: atomic groups failed under the sanitized layer"
+	exit 1
+}
 "$kura" fsck "$pool"
-echo "preload_asan: shared maps and change notification as on tmpfs, fsck clean"
+echo "preload_asan: shared maps, change notification and atomic groups as expected, fsck clean"

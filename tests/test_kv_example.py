@@ -113,7 +113,7 @@ def child_model(lib, path, seed, ops, atomic, out):
             if r == -E2BIG:
                 assert changes == 300, (i, changes)
             elif r == -ENOSPC:
-                assert changes > 0, i  # a batch never begins on a full table
+                assert changes > 0, i  # a batch never begins on a full log
             else:
                 assert r == 0 and changes < 300, (i, r, changes)
             if r:
@@ -164,21 +164,30 @@ def child_model(lib, path, seed, ops, atomic, out):
     assert kv.close() == 0
     batches += changes > 0
 
-    # The table is full within one batch: -ENOSPC, and after kv_sync it
-    # has grown.  A new store of 1,024 slots takes 896 (7/8).
+    # The log grows between batches: a new store sized for 16 keys (a
+    # 256 KiB log) takes 3,000 puts of 100-byte values in batches of up to
+    # 300 (each batch begins with room for max_batch records), overwrites
+    # and removals included, and reopens with them.
     full = str(path) + ".full"
-    assert kv.open(full, capacity=16, max_batch=5000) == expect_flags
-    for n in range(1000):
-        r = kv.put(b"full%d" % n, b"v%d" % n)
-        if n < 896:
-            assert r == 0, (n, r)
-        elif n == 896:
-            assert r == -ENOSPC, r
+    assert kv.open(full, capacity=16, max_batch=300) == expect_flags
+    for n in range(3000):
+        r = kv.put(b"full%d" % (n % 1000), b"%d" % n + b"v" * 96)
+        if r == -E2BIG:
             assert kv.sync() == 0
-            assert kv.put(b"full%d" % n, b"v%d" % n) == 0
-    assert kv.count() == 1000 and kv.close() == 0
+            r = kv.put(b"full%d" % (n % 1000), b"%d" % n + b"v" * 96)
+        assert r == 0, (n, r)
+    for n in range(0, 1000, 10):
+        r = kv.delete(b"full%d" % n)
+        if r == -E2BIG:
+            assert kv.sync() == 0
+            r = kv.delete(b"full%d" % n)
+        assert r == 0, (n, r)
+    assert kv.count() == 900 and kv.close() == 0
+    assert os.path.getsize(full) > 4096 + 256 * 1024  # it grew
     assert kv.open(full) == expect_flags
-    assert kv.count() == 1000 and all(kv.get(b"full%d" % n) == (0, b"v%d" % n) for n in range(1000))
+    assert kv.count() == 900
+    assert all(kv.get(b"full%d" % n) == ((-ENOENT, 0) if n % 10 == 0 else (0, b"%d" % (n + 2000) + b"v" * 96))
+               for n in range(1000))
     assert kv.close() == 0
     os.unlink(full)
 
@@ -205,8 +214,8 @@ def child_check(lib, path, dump):
 
 # Batch j leaves the store in state(j): NK keys of "generation" j % 3 (so
 # every batch deletes the previous batch's keys and inserts new ones, and
-# the tombstones make the table rehash every few batches), all but every
-# fifth, each with a value that names j.
+# the log grows every few batches), all but every fifth, each with a value
+# that names j.
 NK = 400
 
 

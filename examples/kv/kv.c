@@ -2,22 +2,29 @@
  * kv.c — a key-value store in one file (kv.h; README.md says why it is
  * built this way).
  *
- * The file: a header page, then a table of nslots slots of 128 bytes (a
- * power of two of them, 32 to a page), open addressing with linear probing.
- * Both are mapped MAP_SHARED, and a change is a few stores into the map.
+ * The file: a header page (magic, log tail, key count, batches committed),
+ * then a log of records, each a put or a removal (a tombstone), appended
+ * one after another: 4 bytes (key length, value length, flags), the key,
+ * the value, padded to 8 bytes.  The whole file is mapped MAP_SHARED; a
+ * change is a record stored at the log's tail and the header's tail moved
+ * past it.  An index in memory (open addressing, key hash to the offset of
+ * the key's latest record) is rebuilt at kv_open by reading the log, and a
+ * get is a probe of it and a copy out of the map.
+ *
  * Under kura a batch is an atomic group on the file's descriptor
  * (kura_atomic_fbegin at the batch's first change; kura_atomic_fcommit at
  * kv_sync): the stores go to the group's own copies of the pages they
- * touch, and the commit makes them the file's, all at once and durably.
- * A crash, or a kill, before the commit leaves the file as the last commit
- * left it.
+ * touch, and the commit makes them the file's, all at once and durably.  A
+ * batch of appends touches the pages its records fill, one per 30-odd
+ * records, and the header page.  A crash, or a kill, before the commit
+ * leaves the file as the last commit left it; kv_abort discards the group
+ * and undoes the batch's changes to the index (a list of them is kept).
  *
- * The table grows between batches only, when a batch begins with more than
- * half the slots used (keys and tombstones): the live keys are copied into
- * a new table, larger if need be, in a free part of the file (no group:
- * nothing points there yet), the file is synced, and one small group
- * switches the header to it.  The old table's blocks are then given back
- * (a punched hole).
+ * The log grows between batches only: a batch begins with room for
+ * max_batch records of the largest size (up to MAX_RESERVE bytes), else the
+ * file is extended first (no group: nothing points there yet; ftruncate, a
+ * sync, a new map).  A batch that still runs out (max_batch beyond the
+ * reserve) gets -ENOSPC.  The log is never compacted.
  */
 #define _GNU_SOURCE
 #include "kv.h"
@@ -34,34 +41,47 @@
 #include "kura_atomic.h"
 
 #define PAGE 4096
-#define MAGIC "kuraKV01"
-#define VERSION 1
+#define MAGIC "kuraKV02"
+#define VERSION 2
 #define DEFAULT_CAPACITY 16384
 #define DEFAULT_MAX_BATCH 16384
-#define MIN_SLOTS 1024
+#define LOG_OFF PAGE                     /* the log starts after the header page */
+#define MIN_LOG (256 * 1024)             /* bytes of log in a new file, at least */
+#define MAX_RESERVE (UINT64_C(64) << 20) /* room a batch begins with, at most */
+#define MIN_INDEX 1024
 
-/* Slot tags: 0 empty, 1 removed (a tombstone), else from the key's hash. */
-#define EMPTY 0
-#define TOMB 1
+#define REC_TOMB 1 /* rec.flags: the key is removed */
 
-struct slot {
-	uint32_t tag;
-	uint8_t klen, vlen;
-	uint8_t pad[2];
-	uint8_t key[KV_MAX_KEY];
-	uint8_t val[KV_MAX_VAL];
+struct rec {
+	uint8_t klen, vlen, flags, pad;
+	uint8_t data[]; /* key, then value */
 };
-_Static_assert(sizeof(struct slot) == 128, "a slot is 128 bytes: 32 to a page, none across two");
+
+#define REC_MAX ((sizeof(struct rec) + KV_MAX_KEY + KV_MAX_VAL + 7) & ~(size_t)7)
+
+static size_t rec_size(size_t klen, size_t vlen)
+{
+	return (sizeof(struct rec) + klen + vlen + 7) & ~(size_t)7;
+}
 
 struct header {
 	char magic[8];
-	uint32_t version, slot_size;
-	uint32_t max_key, max_val;
-	uint64_t nslots;    /* a power of two */
-	uint64_t table_off; /* where the table starts, a page boundary */
-	uint64_t count;     /* keys */
-	uint64_t used;      /* slots not empty: keys and tombstones */
-	uint64_t batches;   /* batches committed */
+	uint32_t version, max_key, max_val, pad;
+	uint64_t log_off; /* where the log starts: LOG_OFF */
+	uint64_t tail;    /* where it ends: the next record's offset */
+	uint64_t count;   /* keys */
+	uint64_t batches; /* batches committed */
+};
+
+/* An index entry: off 0 is an empty one (no record lives at 0). */
+struct ient {
+	uint64_t h, off;
+};
+
+/* What a change of the current batch replaced: the key's record before it
+ * (0: none).  The change's own record, at new, names the key. */
+struct undo {
+	uint64_t new, old;
 };
 
 struct kv {
@@ -69,9 +89,14 @@ struct kv {
 	int atomic;   /* KV_ATOMIC: kura groups the descriptor's writes */
 	int in_batch; /* the current batch has begun (under kura: a group is open) */
 	uint32_t changes, max_batch;
-	struct header *h; /* the header page, mapped */
-	struct slot *slots;
-	uint64_t mask; /* nslots - 1, as mapped */
+	uint8_t *map; /* the file, mapped: the header, then the log */
+	uint64_t size;  /* bytes mapped: the file's size */
+	struct header *h;
+	struct ient *ix; /* the index */
+	uint64_t mask;   /* its size - 1, a power of two */
+	uint64_t used;   /* entries used: keys */
+	struct undo *undo;
+	uint32_t nundo, undo_cap;
 };
 
 static int neg_errno(void)
@@ -95,116 +120,140 @@ static uint64_t hash(const uint8_t *p, size_t n)
 	return h ^ (h >> 32);
 }
 
-static uint32_t tag_of(uint64_t h)
+static struct rec *rec_at(const kv *db, uint64_t off)
 {
-	uint32_t t = (uint32_t)(h >> 32);
-	return t < 2 ? t + 2 : t;
+	return (struct rec *)(db->map + off);
 }
 
-static uint64_t table_bytes(uint64_t nslots)
+/* The index entry for key, or the empty one where it would go (*found 0). */
+static struct ient *ix_find(const kv *db, const void *key, size_t klen, uint64_t h, int *found)
 {
-	return nslots * sizeof(struct slot);
-}
-
-/* The slot holding key, or NULL; then *free (if asked) is where it would
- * go: the first tombstone on its probe run, or the empty slot ending it. */
-static struct slot *lookup(struct slot *slots, uint64_t mask, const void *key, size_t klen, uint64_t h,
-			   struct slot **free)
-{
-	uint32_t tag = tag_of(h);
-	struct slot *tomb = NULL;
-	for (uint64_t i = h & mask, n = 0; n <= mask; i = (i + 1) & mask, n++) {
-		struct slot *s = &slots[i];
-		if (s->tag == EMPTY) {
-			if (free)
-				*free = tomb ? tomb : s;
-			return NULL;
+	for (uint64_t i = h & db->mask;; i = (i + 1) & db->mask) {
+		struct ient *e = &db->ix[i];
+		if (!e->off) {
+			*found = 0;
+			return e;
 		}
-		if (s->tag == TOMB) {
-			if (!tomb)
-				tomb = s;
-		} else if (s->tag == tag && s->klen == klen && memcmp(s->key, key, klen) == 0) {
-			return s;
+		if (e->h == h) {
+			struct rec *r = rec_at(db, e->off);
+			if (r->klen == klen && memcmp(r->data, key, klen) == 0) {
+				*found = 1;
+				return e;
+			}
 		}
 	}
-	if (free)
-		*free = tomb; /* no empty slot: only a damaged file */
-	return NULL;
 }
 
-static void *map(int fd, uint64_t off, uint64_t len)
+/* Removes e, shifting the entries of its run back (no tombstones). */
+static void ix_remove(kv *db, struct ient *e)
 {
-	return mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)off);
+	uint64_t i = (uint64_t)(e - db->ix), j = i;
+	for (;;) {
+		j = (j + 1) & db->mask;
+		struct ient *n = &db->ix[j];
+		if (!n->off)
+			break;
+		uint64_t home = n->h & db->mask;
+		/* n may move to i if its home is not in (i, j] (cyclically). */
+		if (i <= j ? (home <= i || home > j) : (home <= i && home > j)) {
+			db->ix[i] = *n;
+			i = j;
+		}
+	}
+	db->ix[i].off = 0;
+	db->ix[i].h = 0;
+	db->used--;
 }
 
-/* No batch is open.  Copies the live entries into a new table of nslots
- * in a part of the file the header does not point to, syncs it, and
- * switches the header to it in one group (under kura; without, plain
- * stores and an fdatasync). */
-static int grow(kv *db, uint64_t nslots)
+static int ix_resize(kv *db, uint64_t n)
 {
-	struct header *h = db->h;
-	uint64_t old_off = h->table_off, old_len = table_bytes(h->nslots), len = table_bytes(nslots);
-	/* Below the current table if it fits there (a rehash to the same
-	 * size goes back and forth), else after it. */
-	uint64_t off = len <= old_off - PAGE ? PAGE : old_off + old_len;
-	struct stat st;
-	if (fstat(db->fd, &st))
-		return neg_errno();
-	if ((uint64_t)st.st_size < off + len && ftruncate(db->fd, (off_t)(off + len)))
-		return neg_errno();
-	struct slot *ns = map(db->fd, off, len);
-	if (ns == MAP_FAILED)
-		return neg_errno();
-	memset(ns, 0, len); /* an old table, or what a growth that died left */
-	uint64_t mask = nslots - 1;
-	for (uint64_t i = 0; i < h->nslots; i++) {
-		struct slot *s = &db->slots[i], *to = NULL;
-		if (s->tag == EMPTY || s->tag == TOMB)
+	struct ient *nx = calloc(n, sizeof *nx), *old = db->ix;
+	if (!nx)
+		return -ENOMEM;
+	uint64_t old_n = old ? db->mask + 1 : 0;
+	db->ix = nx;
+	db->mask = n - 1;
+	for (uint64_t i = 0; i < old_n; i++) {
+		if (!old[i].off)
 			continue;
-		lookup(ns, mask, s->key, s->klen, hash(s->key, s->klen), &to);
-		*to = *s;
+		uint64_t k = old[i].h & db->mask;
+		while (nx[k].off)
+			k = (k + 1) & db->mask;
+		nx[k] = old[i];
 	}
-	int r = 0, g;
-	if (kura_atomic_fcommit(db->fd)) /* no group: an fdatasync */
-		r = neg_errno();
-	else if (db->atomic && (g = kura_atomic_fbegin(db->fd)) != 1)
-		r = g < 0 ? neg_errno() : -ENOTSUP;
-	if (r) {
-		munmap(ns, len);
-		return r;
-	}
-	h->table_off = off;
-	h->nslots = nslots;
-	h->used = h->count;
-	if (kura_atomic_fcommit(db->fd)) {
-		r = neg_errno();
-		if (db->atomic) { /* the header is as it was */
-			kura_atomic_fabort(db->fd);
-			munmap(ns, len);
-			return r;
-		}
-		/* without kura the stores stand: the map's header is the file's */
-	}
-	munmap(db->slots, old_len);
-	db->slots = ns;
-	db->mask = mask;
-	/* The old table's blocks go back to the file system (best effort). */
-	fallocate(db->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)old_off, (off_t)old_len);
-	return r;
+	free(old);
+	return 0;
 }
 
-/* Before a batch's first change: grow the table if need be, then open the
- * batch's group. */
+/* Room for one more key in the index (at most half full). */
+static int ix_room(kv *db)
+{
+	if ((db->used + 1) * 2 <= db->mask + 1)
+		return 0;
+	return ix_resize(db, (db->mask + 1) * 2);
+}
+
+/* Points key (whose record is at off, or none: off 0) in the index;
+ * returns the offset it pointed to before (0: none).  Needs ix_room. */
+static uint64_t ix_set(kv *db, const void *key, size_t klen, uint64_t h, uint64_t off)
+{
+	int found;
+	struct ient *e = ix_find(db, key, klen, h, &found);
+	uint64_t old = found ? e->off : 0;
+	if (off) {
+		if (!found)
+			db->used++;
+		e->h = h;
+		e->off = off;
+	} else if (found) {
+		ix_remove(db, e);
+	}
+	return old;
+}
+
+static void *map(int fd, uint64_t len)
+{
+	return mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+}
+
+/* No batch is open.  Extends the file to size bytes (zeros past the tail:
+ * nothing points there) and maps it anew. */
+static int grow(kv *db, uint64_t size)
+{
+	if (ftruncate(db->fd, (off_t)size))
+		return neg_errno();
+	/* The size durable before any group stores past the old end (no
+	 * group is open: an fdatasync). */
+	if (kura_atomic_fcommit(db->fd))
+		return neg_errno();
+	uint8_t *m = map(db->fd, size);
+	if (m == MAP_FAILED)
+		return neg_errno();
+	munmap(db->map, db->size);
+	db->map = m;
+	db->size = size;
+	db->h = (struct header *)m;
+	return 0;
+}
+
+static uint64_t reserve(const kv *db)
+{
+	uint64_t r = (uint64_t)db->max_batch * REC_MAX;
+	return r < MAX_RESERVE ? r : MAX_RESERVE;
+}
+
+/* Before a batch's first change: make room in the log if need be, then
+ * open the batch's group. */
 static int begin_batch(kv *db)
 {
 	if (db->in_batch)
 		return 0;
-	struct header *h = db->h;
-	if (h->used * 2 > h->nslots) {
-		uint64_t n = h->nslots;
-		while (h->count * 4 > n)
-			n *= 2;
+	uint64_t want = db->h->tail + reserve(db);
+	if (want > db->size) {
+		uint64_t n = db->size * 2;
+		if (n < want)
+			n = want;
+		n = (n + PAGE - 1) & ~(uint64_t)(PAGE - 1);
 		int r = grow(db, n);
 		if (r)
 			return r;
@@ -216,19 +265,16 @@ static int begin_batch(kv *db)
 	}
 	db->in_batch = 1;
 	db->changes = 0;
+	db->nundo = 0;
 	return 0;
 }
 
 static int check_header(const struct header *h, uint64_t size)
 {
-	if (memcmp(h->magic, MAGIC, 8) || h->version != VERSION || h->slot_size != sizeof(struct slot) ||
-	    h->max_key != KV_MAX_KEY || h->max_val != KV_MAX_VAL)
+	if (memcmp(h->magic, MAGIC, 8) || h->version != VERSION || h->max_key != KV_MAX_KEY ||
+	    h->max_val != KV_MAX_VAL || h->log_off != LOG_OFF)
 		return -EBADMSG;
-	if (h->nslots < MIN_SLOTS || (h->nslots & (h->nslots - 1)) || h->nslots > (UINT64_C(1) << 40) ||
-	    h->table_off < PAGE || h->table_off % PAGE || h->table_off > (UINT64_C(1) << 50) ||
-	    h->count > h->used || h->used >= h->nslots)
-		return -EBADMSG;
-	if (size < h->table_off + table_bytes(h->nslots))
+	if (h->tail < h->log_off || h->tail > size || h->tail % 8)
 		return -EBADMSG;
 	return 0;
 }
@@ -236,17 +282,18 @@ static int check_header(const struct header *h, uint64_t size)
 /* A new store in the empty file fd: created in one group under kura. */
 static int create(int fd, uint64_t capacity)
 {
-	uint64_t n = MIN_SLOTS;
-	while (n / 2 < capacity && n < (UINT64_C(1) << 40))
-		n *= 2;
-	struct header h = { .version = VERSION, .slot_size = sizeof(struct slot), .max_key = KV_MAX_KEY,
-			    .max_val = KV_MAX_VAL, .nslots = n, .table_off = PAGE };
+	uint64_t log = capacity < MIN_LOG / REC_MAX ? MIN_LOG : capacity * REC_MAX;
+	if (log > (UINT64_C(1) << 40))
+		log = UINT64_C(1) << 40;
+	log = (log + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+	struct header h = { .version = VERSION, .max_key = KV_MAX_KEY, .max_val = KV_MAX_VAL, .log_off = LOG_OFF,
+			    .tail = LOG_OFF };
 	memcpy(h.magic, MAGIC, 8);
 	int g = kura_atomic_fbegin(fd);
 	if (g < 0)
 		return neg_errno();
-	if (ftruncate(fd, (off_t)(PAGE + table_bytes(n))) ||
-	    pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h || kura_atomic_fcommit(fd)) {
+	if (ftruncate(fd, (off_t)(LOG_OFF + log)) || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h ||
+	    kura_atomic_fcommit(fd)) {
 		int r = neg_errno();
 		if (g)
 			kura_atomic_fabort(fd);
@@ -271,6 +318,26 @@ static int sync_dir(const char *path)
 	return r;
 }
 
+/* Reads the log into the index. */
+static int scan(kv *db)
+{
+	uint64_t off = db->h->log_off, tail = db->h->tail;
+	while (off < tail) {
+		if (tail - off < sizeof(struct rec))
+			return -EBADMSG;
+		struct rec *r = rec_at(db, off);
+		size_t n = rec_size(r->klen, r->vlen);
+		if (r->klen > KV_MAX_KEY || r->vlen > KV_MAX_VAL || r->flags > REC_TOMB || n > tail - off)
+			return -EBADMSG;
+		int e = ix_room(db);
+		if (e)
+			return e;
+		ix_set(db, r->data, r->klen, hash(r->data, r->klen), r->flags & REC_TOMB ? 0 : off);
+		off += n;
+	}
+	return db->used == db->h->count ? 0 : -EBADMSG;
+}
+
 int kv_open(const char *path, const struct kv_options *opt, kv **out)
 {
 	struct kv_options o = opt ? *opt : (struct kv_options){ 0 };
@@ -280,8 +347,7 @@ int kv_open(const char *path, const struct kv_options *opt, kv **out)
 	if (!db)
 		return -ENOMEM;
 	db->max_batch = o.max_batch ? o.max_batch : DEFAULT_MAX_BATCH;
-	db->h = MAP_FAILED;
-	db->slots = MAP_FAILED;
+	db->map = MAP_FAILED;
 	int r;
 	struct stat st;
 	db->fd = open(path, O_RDWR | O_CLOEXEC | (o.no_create ? 0 : O_CREAT), 0644);
@@ -312,16 +378,18 @@ int kv_open(const char *path, const struct kv_options *opt, kv **out)
 	}
 	if ((r = check_header(&h, (uint64_t)st.st_size)))
 		goto fail;
-	uint64_t end = h.table_off + table_bytes(h.nslots);
-	if ((uint64_t)st.st_size > end) /* the rest of a growth that did not finish */
-		ftruncate(db->fd, (off_t)end);
-	db->mask = h.nslots - 1;
-	db->h = map(db->fd, 0, PAGE);
-	db->slots = map(db->fd, h.table_off, table_bytes(h.nslots));
-	if (db->h == MAP_FAILED || db->slots == MAP_FAILED) {
+	db->size = (uint64_t)st.st_size;
+	db->map = map(db->fd, db->size);
+	if (db->map == MAP_FAILED) {
 		r = neg_errno();
 		goto fail;
 	}
+	db->h = (struct header *)db->map;
+	uint64_t n = MIN_INDEX;
+	while (n / 2 < capacity && n / 2 < h.count + 1 && n < (UINT64_C(1) << 40))
+		n *= 2;
+	if ((r = ix_resize(db, n)) || (r = scan(db)))
+		goto fail;
 	/* Does kura group this file's writes?  Ask, and leave no group. */
 	int g = kura_atomic_fbegin(db->fd);
 	if (g < 0) {
@@ -336,12 +404,11 @@ int kv_open(const char *path, const struct kv_options *opt, kv **out)
 	*out = db;
 	return db->atomic;
 fail:
-	if (db->h != MAP_FAILED)
-		munmap(db->h, PAGE);
-	if (db->slots != MAP_FAILED)
-		munmap(db->slots, table_bytes(db->mask + 1));
+	if (db->map != MAP_FAILED)
+		munmap(db->map, db->size);
 	if (db->fd >= 0)
 		close(db->fd);
+	free(db->ix);
 	free(db);
 	return r;
 }
@@ -358,6 +425,7 @@ int kv_sync(kv *db)
 	}
 	db->in_batch = 0;
 	db->changes = 0;
+	db->nundo = 0;
 	return 0;
 }
 
@@ -367,6 +435,13 @@ int kv_abort(kv *db)
 		return -ENOTSUP;
 	if (!db->in_batch)
 		return 0;
+	/* Undo the index's changes, latest first, while the map still shows
+	 * the batch's records (they name the keys). */
+	for (uint32_t i = db->nundo; i-- > 0;) {
+		struct rec *r = rec_at(db, db->undo[i].new);
+		ix_set(db, r->data, r->klen, hash(r->data, r->klen), db->undo[i].old);
+	}
+	db->nundo = 0;
 	if (kura_atomic_fabort(db->fd))
 		return neg_errno();
 	db->in_batch = 0;
@@ -379,10 +454,11 @@ int kv_close(kv *db)
 	int r = kv_sync(db);
 	if (db->in_batch && db->atomic)
 		kura_atomic_fabort(db->fd); /* an empty group, or one that failed */
-	munmap(db->h, PAGE);
-	munmap(db->slots, table_bytes(db->mask + 1));
+	munmap(db->map, db->size);
 	if (close(db->fd) && !r)
 		r = neg_errno();
+	free(db->ix);
+	free(db->undo);
 	free(db);
 	return r;
 }
@@ -394,6 +470,42 @@ static int check_lengths(const void *key, size_t klen, const void *val, size_t v
 	return 0;
 }
 
+/* Appends a record (val NULL: a tombstone) and points the index at it.
+ * The batch is open and has room for a change. */
+static int append(kv *db, const void *key, size_t klen, const void *val, size_t vlen, uint64_t h)
+{
+	struct header *hd = db->h;
+	size_t n = rec_size(klen, vlen);
+	if (n > db->size - hd->tail)
+		return -ENOSPC;
+	if (db->nundo == db->undo_cap) {
+		uint32_t c = db->undo_cap ? db->undo_cap * 2 : 256;
+		struct undo *u = realloc(db->undo, c * sizeof *u);
+		if (!u)
+			return -ENOMEM;
+		db->undo = u;
+		db->undo_cap = c;
+	}
+	int r = ix_room(db);
+	if (r)
+		return r;
+	uint64_t off = hd->tail;
+	struct rec *rec = rec_at(db, off);
+	rec->klen = (uint8_t)klen;
+	rec->vlen = (uint8_t)vlen;
+	rec->flags = val ? 0 : REC_TOMB;
+	rec->pad = 0;
+	memcpy(rec->data, key, klen);
+	if (vlen)
+		memcpy(rec->data + klen, val, vlen);
+	hd->tail = off + n;
+	uint64_t old = ix_set(db, key, klen, h, val ? off : 0);
+	hd->count += (uint64_t)(val && !old) - (uint64_t)(!val && old);
+	db->undo[db->nundo++] = (struct undo){ off, old };
+	db->changes++;
+	return 0;
+}
+
 int kv_put(kv *db, const void *key, size_t klen, const void *val, size_t vlen, int flags)
 {
 	int r = check_lengths(key, klen, val, vlen);
@@ -401,27 +513,9 @@ int kv_put(kv *db, const void *key, size_t klen, const void *val, size_t vlen, i
 		return r;
 	if (db->changes >= db->max_batch)
 		return -E2BIG;
-	struct header *h = db->h;
-	uint64_t hv = hash(key, klen);
-	struct slot *to = NULL, *s = lookup(db->slots, db->mask, key, klen, hv, &to);
-	if (s) {
-		memcpy(s->val, val, vlen);
-		s->vlen = (uint8_t)vlen;
-	} else {
-		if (!to)
-			return -EBADMSG;
-		int fresh = to->tag == EMPTY;
-		if (fresh && (h->used + 1) * 8 > h->nslots * 7)
-			return -ENOSPC;
-		to->klen = (uint8_t)klen;
-		to->vlen = (uint8_t)vlen;
-		memcpy(to->key, key, klen);
-		memcpy(to->val, val, vlen);
-		to->tag = tag_of(hv);
-		h->count++;
-		h->used += (uint64_t)fresh;
-	}
-	db->changes++;
+	static const uint8_t none;
+	if ((r = append(db, key, klen, val ? val : &none, vlen, hash(key, klen))))
+		return r;
 	return flags & KV_SYNC ? kv_sync(db) : 0;
 }
 
@@ -430,14 +524,16 @@ int kv_get(kv *db, const void *key, size_t klen, void *val, size_t cap, size_t *
 	int r = check_lengths(key, klen, val, 0);
 	if (r)
 		return r;
-	struct slot *s = lookup(db->slots, db->mask, key, klen, hash(key, klen), NULL);
-	if (!s)
+	int found;
+	struct ient *e = ix_find(db, key, klen, hash(key, klen), &found);
+	if (!found)
 		return -ENOENT;
+	struct rec *s = rec_at(db, e->off);
 	if (vlen)
 		*vlen = s->vlen;
 	if (cap < s->vlen)
 		return -ERANGE;
-	memcpy(val, s->val, s->vlen);
+	memcpy(val, s->data + s->klen, s->vlen);
 	return 0;
 }
 
@@ -446,19 +542,17 @@ int kv_del(kv *db, const void *key, size_t klen, int flags)
 	int r = check_lengths(key, klen, NULL, 0);
 	if (r)
 		return r;
-	struct slot *s = lookup(db->slots, db->mask, key, klen, hash(key, klen), NULL);
-	if (!s)
+	uint64_t h = hash(key, klen);
+	int found;
+	ix_find(db, key, klen, h, &found);
+	if (!found)
 		return -ENOENT;
-	if ((r = begin_batch(db))) /* may move the table: look again */
+	if ((r = begin_batch(db))) /* may move the map */
 		return r;
 	if (db->changes >= db->max_batch)
 		return -E2BIG;
-	s = lookup(db->slots, db->mask, key, klen, hash(key, klen), NULL);
-	if (!s)
-		return -EBADMSG;
-	s->tag = TOMB;
-	db->h->count--;
-	db->changes++;
+	if ((r = append(db, key, klen, NULL, 0, h)))
+		return r;
 	return flags & KV_SYNC ? kv_sync(db) : 0;
 }
 
@@ -487,7 +581,7 @@ const char *kv_strerror(int err)
 	case -E2BIG:
 		return "the batch is full (max_batch changes): kv_sync, then retry";
 	case -ENOSPC:
-		return "no space: the table is full within this batch (kv_sync lets it grow, then retry), or the file system is full";
+		return "no space: the log is full within this batch (kv_sync lets it grow, then retry), or the file system is full";
 	case -EINVAL:
 		return "invalid argument (a key longer than 20 bytes or a value longer than 100?)";
 	case -ENOTSUP:

@@ -32,14 +32,17 @@
 #define KV_SYNC 1
 
 struct kv_options {
-	uint64_t capacity; /* keys expected: sizes the table of a new file
-			    * (0: 16,384).  More is fine: the table grows
-			    * between batches. */
-	uint32_t max_batch; /* changes one batch may hold (0: 16,384).  Under
-			     * kura a batch dirties at most max_batch + 1
-			     * blocks of 4 KiB, which must fit one atomic group:
-			     * keep it below log size / 512 (`kura info`), so
-			     * 32,767 for a 1 GiB pool. */
+	uint64_t capacity; /* keys expected (0: 16,384): sizes the index in
+			    * memory and the log of a new file (128 bytes a
+			    * key).  More is fine: both grow. */
+	uint32_t max_batch; /* changes one batch may hold (0: 16,384).  A
+			     * batch begins with room in the log for max_batch
+			     * records of the largest size (up to 64 MiB).
+			     * Under kura a batch dirties the pages its records
+			     * fill (about one per 34 records of 16-byte keys and
+			     * 100-byte values, at most max_batch / 32 + 2) and
+			     * the header page, which must fit one atomic group
+			     * (`kura info`). */
 	int no_create;      /* fail with -ENOENT rather than create the file */
 };
 
@@ -53,9 +56,10 @@ int kv_open(const char *path, const struct kv_options *opt, kv **db);
 int kv_close(kv *db);
 
 /* Sets key to value.  -EINVAL: a length out of range; -E2BIG: the batch
- * already holds max_batch changes (kv_sync, then retry); -ENOSPC: the
- * table is full within this batch (it grows at the next batch: kv_sync,
- * then retry).  A failed put changes nothing. */
+ * already holds max_batch changes (kv_sync, then retry); -ENOSPC: the log
+ * is full within this batch (only with max_batch past 64 MiB of records;
+ * it grows at the next batch: kv_sync, then retry).  A failed put changes
+ * nothing. */
 int kv_put(kv *db, const void *key, size_t klen, const void *val, size_t vlen, int flags);
 /* Copies key's value, *vlen bytes, into val (cap bytes: KV_MAX_VAL always
  * suffices).  -ENOENT: no such key; -ERANGE: cap is too small (*vlen says

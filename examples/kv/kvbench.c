@@ -16,10 +16,10 @@
  * here say --num); readrandom: N gets.  range defaults to N.
  *
  * kv only: fillrandom commits a batch (kv_sync) every B puts (default
- * 10,000) and once at the end, inside the time; the table is sized for C
- * keys (default: range); M is kv_options.max_batch (default B).  A put
- * that finds the table full within its batch (it grows between batches)
- * ends the batch early.
+ * 10,000) and once at the end, inside the time; the store is sized for C
+ * keys (kv_options.capacity, default: range); M is kv_options.max_batch
+ * (default B).  A put that finds the log full within its batch (it grows
+ * between batches) ends the batch early.
  *
  * Prints one line a benchmark:
  *   fillrandom :    123456 ops/s  (N ops in T s; ...)
@@ -155,7 +155,7 @@ static void store_put(const char *key, const char *val, int sync)
 {
 	int r = kv_put(db, key, KEY_SIZE, val, VALUE_SIZE, sync ? KV_SYNC : 0);
 	if (r == -ENOSPC || r == -E2BIG) {
-		/* The table must grow, or the batch is full: end the batch
+		/* The log must grow, or the batch is full: end the batch
 		 * here (kv_sync), and the put goes into the next. */
 		check(kv_sync(db), "sync");
 		r = kv_put(db, key, KEY_SIZE, val, VALUE_SIZE, sync ? KV_SYNC : 0);

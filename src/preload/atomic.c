@@ -88,9 +88,9 @@ int kp_atomic_ioctl(struct kp_fd *e, unsigned long req, void *arg, int *ret)
 			*(uint32_t *)arg = F2FS_FEATURE_ATOMIC_WRITE, r = 0;
 		break;
 	case F2FS_IOC_START_ATOMIC_WRITE:
-		r = begin(e);
-		if (r == -EBUSY)
-			r = 0;
+		/* Already in a group: the kernel's answer is success.  (A
+		 * group on another description of the file is EBUSY.) */
+		r = kura_atomic_shadow(FS(e), e->kfd, NULL) > 0 ? 0 : begin(e);
 		break;
 	case F2FS_IOC_COMMIT_ATOMIC_WRITE:
 		r = commit(e);

@@ -215,6 +215,16 @@ int kp_group_begin(struct kp_fd *e, kura_fs *fs, uint64_t ino)
 {
 	kp_install_segv_handler();
 	kp_maps_lock();
+	/* Stores through this process's maps of a file join its group: one
+	 * group per file in a process.  A record left from a group that ended
+	 * elsewhere (a forked process committed it) goes. */
+	struct kp_group *other = by_ino(e->mnt, ino);
+	if (other && kura_atomic_shadow(fs, other->kfd, NULL) == (int64_t)other->shadow) {
+		kp_maps_unlock();
+		return -EBUSY;
+	}
+	if (other)
+		finish(other, fs, 1);
 	uint64_t old = take_retired(e->mnt);
 	kp_maps_unlock();
 	int r = kura_atomic_begin_retiring(fs, e->kfd, old);
@@ -318,7 +328,16 @@ static int store_fault(struct kp_map *m, char *addr)
 	if (!fs || kura_in_operation(fs))
 		return 0;
 	uint64_t fb = (m->off + (uint64_t)(addr - m->addr)) / PAGE;
-	return take(g, fs, g->kfd, fb) == 0 ? 1 : -1;
+	int r = take(g, fs, g->kfd, fb);
+	if (r == -EINVAL || r == -EBADF) {
+		/* The group ended elsewhere (a forked process holding the same
+		 * description committed it) or its descriptor is gone: the
+		 * record is stale, and the map the file's again. */
+		finish(g, fs, 1);
+		restore(m);
+		return 1;
+	}
+	return r == 0 ? 1 : -1;
 }
 
 int kp_group_fault(void *addr)

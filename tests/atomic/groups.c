@@ -252,6 +252,17 @@ static void kills(const char *dir)
 	unlink(name);
 }
 
+/* A new file of NPAGES pages of 'a' in dir, mapped shared and writable;
+ * NULL if that failed (counted). */
+static char *mapped_file(const char *dir, const char *leaf, char *name, int *fd)
+{
+	snprintf(name, 4200, "%s/%s", dir, leaf);
+	*fd = make_file(name, 'a');
+	char *m = mmap(NULL, NPAGES * PG, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+	CHECK(m != MAP_FAILED, "mmap %s", name);
+	return m == MAP_FAILED ? NULL : m;
+}
+
 /* Threads storing into different pages of one map at once: every store
  * faults in its own thread, and all of them land in the group. */
 struct storer {
@@ -271,11 +282,9 @@ static void *store_pages(void *arg)
 static void threads(const char *dir)
 {
 	char name[4200];
-	snprintf(name, sizeof name, "%s/t", dir);
-	int fd = make_file(name, 'a');
-	char *m = mmap(NULL, NPAGES * PG, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	CHECK(m != MAP_FAILED, "mmap");
-	if (m == MAP_FAILED)
+	int fd;
+	char *m = mapped_file(dir, "t", name, &fd);
+	if (!m)
 		return;
 	CHECK(kura_atomic_fbegin(fd) == 1, "fbegin");
 	enum { T = 4 };
@@ -293,6 +302,40 @@ static void threads(const char *dir)
 	for (int i = 0; i < T; i++)
 		ok &= other_reads(name, (off_t)st[i].first * PG + 67) == 'A' + i;
 	CHECK(ok, "every thread's stores committed");
+	munmap(m, NPAGES * PG);
+	close(fd);
+	unlink(name);
+}
+
+/* A group is shared with a forked child (one description): the child
+ * commits it; the parent's map stores then reach the file again, and the
+ * parent can open a new group.  A second description of the file in the
+ * same process cannot open one of its own while the first is open. */
+static void forked(const char *dir)
+{
+	char name[4200];
+	int fd;
+	char *m = mapped_file(dir, "f", name, &fd);
+	if (!m)
+		return;
+	CHECK(kura_atomic_fbegin(fd) == 1, "fbegin");
+	int fd2 = open(name, O_RDWR);
+	CHECK(kura_atomic_fbegin(fd2) == -1 && errno == EBUSY, "a second description of the file: EBUSY");
+	close(fd2);
+	m[0] = 'p';
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(pwrite(fd, "c", 1, PG) == 1 && kura_atomic_fcommit(fd) == 0 ? 0 : 1);
+	int st;
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child commits the shared group");
+	CHECK(other_reads(name, 0) == 'p' && other_reads(name, PG) == 'c', "both the parent's store and the child's write");
+	m[2 * PG] = 'q'; /* no group now: straight to the file */
+	CHECK(other_reads(name, 2 * PG) == 'q', "a store after the child's commit reaches the file");
+	CHECK(kura_atomic_fbegin(fd) == 1, "a new group in the parent");
+	m[3 * PG] = 'r';
+	CHECK(other_reads(name, 3 * PG) == 'a' && kura_atomic_fcommit(fd) == 0 && other_reads(name, 3 * PG) == 'r',
+	      "and it works");
 	munmap(m, NPAGES * PG);
 	close(fd);
 	unlink(name);
@@ -322,6 +365,7 @@ int main(int argc, char **argv)
 		maps(argv[1], 0);
 		maps(argv[1], 1);
 		threads(argv[1]);
+		forked(argv[1]);
 		kills(argv[1]);
 	}
 	printf("%d checks, %d failed\n", checks, failures);
