@@ -155,7 +155,9 @@ static const struct wk_op wk_close_auto = { "close-at-end", K_CLOSE_AUTO, 0, 0, 
 
 struct wk_ctx {
 	int fd[WK_SLOTS];
-	uint64_t gpin[WK_SLOTS]; /* a group's shadow this slot's gmapwrite pinned, unpinned when the group ends */
+	uint64_t gpin[WK_SLOTS]; /* a group's shadow this slot's gmapwrite pinned */
+	uint64_t retired;        /* an ended group's pinned shadow, whose pin the next gbegin drops, as the
+				  * interposition layer does (kura_atomic_begin_retiring) */
 	int seq; /* entry number, so different writes write different bytes */
 };
 
@@ -240,6 +242,7 @@ static int wk_setup(kura_fs *fs, struct wk_ctx *c)
 	}
 	for (int i = 0; i < WK_SLOTS; i++)
 		c->fd[i] = -1, c->gpin[i] = 0;
+	c->retired = 0;
 	c->fd[0] = kura_open(fs, "foo", O_RDWR, 0);
 	c->fd[1] = kura_open(fs, "foo", O_RDWR | O_APPEND, 0);
 	c->fd[2] = kura_open(fs, "A/foo", O_RDWR, 0);
@@ -309,12 +312,14 @@ static long wk_gmapwrite(kura_fs *fs, struct wk_ctx *c, int slot, long off, long
 	return r;
 }
 
-/* The group of slot is over (committed, aborted, closed): its shadow's pin
- * goes, which frees it. */
+/* The group of slot is over (committed, aborted): its shadow's pin waits
+ * for the next gbegin's transaction (one retired at a time; an older one
+ * goes now), or for the close at the end, which frees it. */
 static void wk_gunpin(kura_fs *fs, struct wk_ctx *c, int slot)
 {
-	if (c->gpin[slot])
-		kura_map_unpin(fs, c->gpin[slot]);
+	if (c->retired)
+		kura_map_unpin(fs, c->retired);
+	c->retired = c->gpin[slot];
 	c->gpin[slot] = 0;
 }
 
@@ -357,6 +362,8 @@ static CRASH_UNUSED int wk_model_ok(const int *ops, int n, int file_model)
 			return 0;
 	return 1;
 }
+
+static int wk_open_slots(const struct wk_ctx *c);
 
 /* Runs one entry; returns the call's result (compared between runs). */
 static long wk_run(kura_fs *fs, struct wk_ctx *c, const struct wk_op *op)
@@ -415,8 +422,13 @@ static long wk_run(kura_fs *fs, struct wk_ctx *c, const struct wk_op *op)
 		r = kura_close(fs, wk_fd(c, op->slot));
 		c->fd[op->slot] = -1;
 		wk_gunpin(fs, c, op->slot);
+		if (!wk_open_slots(c))
+			wk_gunpin(fs, c, op->slot); /* the retired pin, before the pool is left */
 		break;
-	case K_GBEGIN: r = kura_atomic_begin(fs, wk_fd(c, op->slot)); break;
+	case K_GBEGIN:
+		r = kura_atomic_begin_retiring(fs, wk_fd(c, op->slot), c->retired);
+		c->retired = 0;
+		break;
 	case K_GCOMMIT:
 		r = kura_atomic_commit_maps(fs, wk_fd(c, op->slot), 0);
 		r = r > 0 ? 0 : r;
@@ -468,6 +480,8 @@ static long wk_run(kura_fs *fs, struct wk_ctx *c, const struct wk_op *op)
 				r = kura_close(fs, c->fd[s]);
 				c->fd[s] = -1;
 				wk_gunpin(fs, c, s);
+				if (!wk_open_slots(c))
+					wk_gunpin(fs, c, s); /* the retired pin, before the pool is left */
 				break;
 			}
 		break;
