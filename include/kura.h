@@ -248,6 +248,34 @@ int kura_atomic_map_block(kura_fs *fs, int fd, uint64_t fblock, int pin, uint64_
  * into the file's blocks (another process maps them): the caller then maps
  * its pages at the file's blocks again before unpinning the shadow. */
 int kura_atomic_commit_maps(kura_fs *fs, int fd, uint64_t own_pins);
+/* Groups on several files, and changes of names, in one commit: the groups
+ * of the descriptions behind files[i].fd (each begun with
+ * kura_atomic_begin; a description without one adds nothing) take effect,
+ * then ops run in order (paths as for the *at calls), all in one
+ * transaction: after a crash, all of it or none.  Durable when it returns.
+ * An op's failure, or a group's, undoes everything: every group stays open
+ * (to commit again or abort) and the call returns that -errno, with the
+ * failing entry's index in *failed (files first, then ops) when failed is
+ * not NULL.  The whole must fit one commit (kura_atomic_begin's limit,
+ * over all the files): -ENOSPC otherwise.  files[i].copied comes back 1
+ * where blocks were copied in place (kura_atomic_commit_maps). */
+enum { KURA_GROUP_LINK = 1, KURA_GROUP_RENAME, KURA_GROUP_UNLINK, KURA_GROUP_RMDIR };
+struct kura_group_file {
+	int fd;
+	uint64_t own_pins; /* as kura_atomic_commit_maps */
+	int copied;        /* out */
+};
+struct kura_group_op {
+	int kind;
+	int olddirfd;        /* LINK: the descriptor of the file to name (O_TMPFILE), linked as linkat's AT_EMPTY_PATH */
+	const char *oldpath; /* RENAME's source, UNLINK's and RMDIR's name; unused by LINK */
+	int newdirfd;
+	const char *newpath; /* LINK's and RENAME's new name */
+	unsigned flags;      /* RENAME: RENAME_NOREPLACE or RENAME_EXCHANGE */
+};
+int kura_group_commit(kura_fs *fs, struct kura_group_file *files, int nfiles, const struct kura_group_op *ops,
+		      int nops, int *failed);
+#define KURA_GROUP_MAX 1024 /* files, and ops, in one call */
 /* The same for a program running under the interposition layer (kura run,
  * LD_PRELOAD=libkura.so), on its own descriptors: 0, or -1 with errno as
  * above; ENOTSUP for a descriptor that is not a kura file.  There stores
@@ -259,6 +287,27 @@ int kura_atomic_commit_maps(kura_fs *fs, int fd, uint64_t own_pins);
 int kura_fbegin(int fd);
 int kura_fcommit(int fd);
 int kura_fabort(int fd);
+/* A group over several files and names, for a program under the
+ * interposition layer: after kura_gbegin(), every pool file the process
+ * writes (write, pwrite, their vector forms, ftruncate, fallocate) or
+ * names in kura_fbegin joins it, and unlink, rmdir, rename and open with
+ * O_CREAT of a new name are deferred to the commit (the new file is
+ * unnamed until then; the process reaches it by the descriptor the open
+ * returned).  kura_gcommit() commits all of it in one transaction
+ * (kura_group_commit): atomic after a crash, durable when it returns; if
+ * it fails (-1 with errno: the first failing change's error, e.g. ENOENT
+ * or EEXIST from a name that changed meanwhile) nothing changed and the
+ * group stays open.  kura_gabort() discards it.  fsync, fdatasync,
+ * kura_fcommit and F2FS's COMMIT of a member commit the whole group,
+ * kura_fabort and F2FS's ABORT abort it.  Until the commit this process
+ * too sees the names as they were; stores through shared maps join for
+ * files in the group only.  mkdir, link, symlink and attribute changes
+ * are not deferred.  One group per process, on one pool (EXDEV for a
+ * file or name on another); EBUSY if one is open; a forked child has
+ * none.  Errors: EINVAL (no group open). */
+int kura_gbegin(void);
+int kura_gcommit(void);
+int kura_gabort(void);
 
 /* ---- names ------------------------------------------------------------ */
 

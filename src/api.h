@@ -27,6 +27,15 @@ int truncate_ino(struct kura_fs *fs, uint64_t ino, uint64_t length);
 int attr_by_ino(struct kura_fs *fs, uint64_t ino, int what, mode_t mode, uid_t uid, gid_t gid,
 		const struct timespec *times);
 
+/* The bodies of unlink/rmdir, link and rename, for a caller with a
+ * transaction open (fs_begin): several of them in one commit (groupset.c).
+ * by_ino: link that inode (linkat's AT_EMPTY_PATH) instead of oldpath's. */
+int remove_name(struct kura_fs *fs, uint64_t start, const char *path, int want_dir);
+int do_link(struct kura_fs *fs, uint64_t ostart, const char *oldpath, uint64_t nstart, const char *newpath,
+	    int follow_old, uint64_t by_ino);
+int do_rename(struct kura_fs *fs, uint64_t ostart, const char *oldpath, uint64_t nstart, const char *newpath,
+	      unsigned flags);
+
 /* The directory a *at call starts from: 0 (the root) for KURA_AT_ROOT or an
  * absolute path, else the inode of dirfd, which must be a directory. */
 int fd_dir_ino(struct kura_fs *fs, int dirfd, const char *path, uint64_t *start);

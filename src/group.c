@@ -23,7 +23,7 @@ static uint64_t group_max_blocks(const struct kura_fs *fs)
 	return fs->sb->log_blocks * KURA_BLOCK / 512;
 }
 
-static const struct kura_inode *shadow_of(const struct kura_fs *fs, const struct ofile *of)
+const struct kura_inode *group_shadow(const struct kura_fs *fs, const struct ofile *of)
 {
 	const struct kura_inode *sp = ino_get(fs, __atomic_load_n(&of->group_ino, __ATOMIC_ACQUIRE));
 	return sp && sp->generation == of->group_gen && sp->nlink == 0 && S_ISREG(sp->mode) ? sp : NULL;
@@ -50,7 +50,7 @@ static void view_block(const struct kura_fs *fs, const struct kura_inode *ip, co
 
 ssize_t group_read(const struct kura_fs *fs, const struct ofile *of, void *buf, size_t len, uint64_t off)
 {
-	const struct kura_inode *sp = shadow_of(fs, of), *ip = ino_get(fs, of->ino);
+	const struct kura_inode *sp = group_shadow(fs, of), *ip = ino_get(fs, of->ino);
 	if (!sp || !ip)
 		return -EBADF;
 	uint64_t size = sp->size, cut = of->group_cut;
@@ -70,7 +70,7 @@ ssize_t group_read(const struct kura_fs *fs, const struct ofile *of, void *buf, 
 
 int64_t group_size(const struct kura_fs *fs, const struct ofile *of)
 {
-	const struct kura_inode *sp = shadow_of(fs, of);
+	const struct kura_inode *sp = group_shadow(fs, of);
 	return sp ? (int64_t)sp->size : -EBADF;
 }
 
@@ -78,6 +78,16 @@ int64_t group_size(const struct kura_fs *fs, const struct ofile *of)
  * that a write to part of the block keeps the rest.  Nothing to copy if the
  * shadow has it already or the view shows zeros there, unless always (a
  * map's page needs a block to show).  Returns the shadow's block. */
+/* Widens the range of file blocks the shadow may hold; called before any
+ * block goes into it.  A wider range than the blocks only costs lookups. */
+static void group_touch(struct ofile *of, uint64_t first, uint64_t last)
+{
+	if (first < of->group_lo)
+		of->group_lo = first;
+	if (last > of->group_hi)
+		of->group_hi = last;
+}
+
 static uint64_t copy_up(struct kura_fs *fs, struct ofile *of, uint64_t fb, int always)
 {
 	const struct kura_inode *sp = media_ptr(&fs->m, ino_off(of->group_ino)), *ip = ino_get(fs, of->ino);
@@ -89,6 +99,7 @@ static uint64_t copy_up(struct kura_fs *fs, struct ofile *of, uint64_t fb, int a
 	uint64_t nb = alloc_block(fs, 0);
 	if (!nb)
 		return 0;
+	group_touch(of, fb, fb);
 	char tmp[KURA_BLOCK];
 	view_block(fs, ip, sp, of->group_cut, fb, tmp, 0, KURA_BLOCK);
 	tx_copy_fresh(&fs->tx, block_off(nb), tmp, KURA_BLOCK);
@@ -106,7 +117,7 @@ static int check_room(struct kura_fs *fs, const struct ofile *of)
 
 ssize_t group_write(struct kura_fs *fs, struct ofile *of, const void *buf, size_t len, uint64_t off)
 {
-	if (!shadow_of(fs, of))
+	if (!group_shadow(fs, of))
 		return -EBADF;
 	if (off > KURA_MAX_FILE_SIZE || len > KURA_MAX_FILE_SIZE - off)
 		return -EFBIG;
@@ -117,13 +128,14 @@ ssize_t group_write(struct kura_fs *fs, struct ofile *of, const void *buf, size_
 		copy_up(fs, of, last, 0);
 	if (fs->tx.err)
 		return fs->tx.err;
+	group_touch(of, first, last);
 	ssize_t n = inode_write(fs, of->group_ino, buf, len, off);
 	return n < 0 ? n : check_room(fs, of) ? fs->tx.err : n;
 }
 
 int group_truncate(struct kura_fs *fs, struct ofile *of, uint64_t size)
 {
-	const struct kura_inode *sp = shadow_of(fs, of);
+	const struct kura_inode *sp = group_shadow(fs, of);
 	if (!sp)
 		return -EBADF;
 	if (size > KURA_MAX_FILE_SIZE)
@@ -142,7 +154,7 @@ int group_truncate(struct kura_fs *fs, struct ofile *of, uint64_t size)
 
 int group_fallocate(struct kura_fs *fs, struct ofile *of, int mode, uint64_t off, uint64_t len)
 {
-	const struct kura_inode *sp = shadow_of(fs, of);
+	const struct kura_inode *sp = group_shadow(fs, of);
 	if (!sp)
 		return -EBADF;
 	if (off > KURA_MAX_FILE_SIZE || len > KURA_MAX_FILE_SIZE - off)
@@ -243,6 +255,8 @@ int kura_atomic_begin_retiring(kura_fs *fs, int fd, uint64_t retired)
 		err = fs->tx.err;
 		if (!err) {
 			of->group_cut = size;
+			of->group_lo = UINT64_MAX; /* above hi: no block yet */
+			of->group_hi = 0;
 			of->group_gen = ino_get(fs, shadow)->generation;
 			__atomic_store_n(&of->group_ino, shadow, __ATOMIC_RELEASE);
 		}
@@ -254,13 +268,25 @@ int kura_atomic_begin_retiring(kura_fs *fs, int fd, uint64_t retired)
 	return err;
 }
 
+/* The first file block >= fb that the shadow holds, or UINT64_MAX. */
+static uint64_t next_shadow_block(const struct kura_fs *fs, const struct ofile *of, const struct kura_inode *sp,
+				  uint64_t fb)
+{
+	if (fb > of->group_hi)
+		return UINT64_MAX;
+	if (bmap_get(fs, sp, fb))
+		return fb;
+	uint64_t next = bmap_next_data(fs, sp, fb);
+	return next <= of->group_hi ? next : UINT64_MAX;
+}
+
 /* Moves the shadow's blocks into the file, in the caller's transaction.
  * A block some other process maps is copied in place instead (its map
  * shows the file's block), and so is every block when the caller's maps
  * show the shadow's (stores joined the group); own_pins are the caller's
  * maps of the file.  Returns 1 if it copied any block in place, 0 if it
  * moved them all. */
-static int apply(struct kura_fs *fs, struct ofile *of, const struct kura_inode *sp, uint64_t own_pins)
+int group_apply(struct kura_fs *fs, struct ofile *of, const struct kura_inode *sp, uint64_t own_pins)
 {
 	uint64_t ino = of->ino, shadow = of->group_ino;
 	const struct kura_inode *ip = ino_get(fs, ino);
@@ -280,8 +306,8 @@ static int apply(struct kura_fs *fs, struct ofile *of, const struct kura_inode *
 	int stored = lock_maps(&fs->lk, shadow) != 0;
 	uint64_t room = tx_in_place_room(&fs->tx);
 	uint64_t budget = sp->blocks + 1; /* a damaged map must not loop */
-	for (uint64_t fb = bmap_next_data(fs, sp, 0); fb != UINT64_MAX && budget && !fs->tx.err;
-	     fb = bmap_next_data(fs, sp, fb + 1), budget--) {
+	for (uint64_t fb = next_shadow_block(fs, of, sp, of->group_lo); fb != UINT64_MAX && budget && !fs->tx.err;
+	     fb = next_shadow_block(fs, of, sp, fb + 1), budget--) {
 		uint64_t sb = bmap_get(fs, sp, fb), ob = bmap_get(fs, ip, fb);
 		if (!sb)
 			break;
@@ -327,7 +353,7 @@ int kura_atomic_commit_maps(kura_fs *fs, int fd, uint64_t own_pins)
 	if (err)
 		return err;
 	uint64_t had = of->group_ino;
-	const struct kura_inode *sp = had ? shadow_of(fs, of) : NULL;
+	const struct kura_inode *sp = had ? group_shadow(fs, of) : NULL;
 	if (had && !sp) {
 		/* Its shadow is not what the description says (a damaged pool):
 		 * the group's writes are lost, which the caller must hear. */
@@ -338,7 +364,7 @@ int kura_atomic_commit_maps(kura_fs *fs, int fd, uint64_t own_pins)
 	}
 	int copied = 0;
 	if (sp) {
-		err = apply(fs, of, sp, own_pins);
+		err = group_apply(fs, of, sp, own_pins);
 		copied = err > 0;
 		err = err > 0 ? 0 : err;
 		__atomic_store_n(&of->group_ino, 0, __ATOMIC_RELEASE);
@@ -368,9 +394,9 @@ int kura_atomic_map_block(kura_fs *fs, int fd, uint64_t fblock, int pin, uint64_
 	int err = group_enter(fs, fd, &of);
 	if (err)
 		return err;
-	if (!shadow_of(fs, of))
+	if (!group_shadow(fs, of))
 		err = group_open(of) ? -EIO : -EINVAL;
-	else if (fblock >= (shadow_of(fs, of)->size + KURA_BLOCK - 1) >> KURA_BLOCK_SHIFT)
+	else if (fblock >= (group_shadow(fs, of)->size + KURA_BLOCK - 1) >> KURA_BLOCK_SHIFT)
 		err = -ENXIO; /* past the end: a map's page there raises SIGBUS */
 	else if (pin && (err = lock_map_inc(&fs->lk, of->group_ino)))
 		pin = 0;

@@ -43,6 +43,15 @@ int group_fallocate(struct kura_fs *fs, struct ofile *of, int mode, uint64_t off
 /* The view's size, or -EBADF if the shadow is gone. */
 int64_t group_size(const struct kura_fs *fs, const struct ofile *of);
 
+/* The group's shadow inode, or NULL if the description has none or it is
+ * not what the description says (a damaged pool). */
+const struct kura_inode *group_shadow(const struct kura_fs *fs, const struct ofile *of);
+/* In the caller's transaction: the file takes the group's changes (the
+ * body of a commit; own_pins as kura_atomic_commit_maps).  1 if it copied
+ * some block in place, 0 if it moved them all, or -errno.  The caller
+ * clears of->group_ino, and puts it back if the transaction fails. */
+int group_apply(struct kura_fs *fs, struct ofile *of, const struct kura_inode *sp, uint64_t own_pins);
+
 /* In a transaction, when a description with a group is released (the last
  * close): frees the shadow named by ino and gen, if it still is one. */
 void group_discard(struct kura_fs *fs, uint64_t ino, uint32_t gen);

@@ -257,6 +257,28 @@ static const uint64_t *node_ptr(const struct kura_fs *fs, uint64_t b)
 	return block_ptr(fs, b);
 }
 
+/* The first slot >= i of a map node that is not zero, or MAP_FANOUT.  Most
+ * nodes that are walked whole are nearly empty (a group's shadow holds a
+ * few blocks of a large file), and one slot per step made such a walk cost
+ * a microsecond; eight at a time the compiler turns into vector loads. */
+static unsigned next_used_slot(const uint64_t *node, unsigned i)
+{
+	for (; i < MAP_FANOUT && (i & 7); i++)
+		if (node[i])
+			return i;
+	for (; i < MAP_FANOUT; i += 8) {
+		uint64_t any = 0;
+		for (unsigned k = 0; k < 8; k++)
+			any |= node[i + k];
+		if (any)
+			break;
+	}
+	for (; i < MAP_FANOUT; i++)
+		if (node[i])
+			return i;
+	return MAP_FANOUT;
+}
+
 uint64_t bmap_get(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock)
 {
 	unsigned h = ip->height;
@@ -351,7 +373,7 @@ static uint64_t free_all(struct kura_fs *fs, uint64_t b, unsigned level, uint64_
 	uint64_t freed = 1;
 	if (level > 0) {
 		const uint64_t *node = node_ptr(fs, b);
-		for (unsigned i = 0; i < MAP_FANOUT && !fs->tx.err; i++)
+		for (unsigned i = next_used_slot(node, 0); i < MAP_FANOUT && !fs->tx.err; i = next_used_slot(node, i + 1))
 			if (block_valid(fs, node[i]))
 				freed += free_all(fs, node[i], level - 1, budget);
 	}
@@ -388,10 +410,8 @@ static uint64_t free_subtree(struct kura_fs *fs, uint64_t slot, unsigned level, 
 			break;
 		freed += free_subtree(fs, block_off(b) + 8 * i, level - 1, cbase, first, last, budget);
 	}
-	const uint64_t *node = node_ptr(fs, b);
-	for (unsigned i = 0; i < MAP_FANOUT; i++)
-		if (node[i])
-			return freed;
+	if (next_used_slot(node_ptr(fs, b), 0) < MAP_FANOUT)
+		return freed;
 	alloc_free(fs, b);
 	tx_write64(&fs->tx, slot, 0);
 	return freed + 1;
@@ -596,10 +616,10 @@ static uint64_t find_block(const struct kura_fs *fs, uint64_t b, unsigned level,
 	uint64_t child = span_of(level - 1);
 	unsigned first = fb > base ? (unsigned)((fb - base) / child) : 0;
 	for (unsigned i = first; i < MAP_FANOUT; i++) {
-		/* Looking for data, a hole is passed over here: a call per slot
+		/* Looking for data, holes are passed over here: a call per slot
 		 * made a sparse tree's scan cost microseconds. */
-		if (want && !node[i])
-			continue;
+		if (want && (i = next_used_slot(node, i)) == MAP_FANOUT)
+			break;
 		uint64_t cbase = base + i * child;
 		uint64_t r = find_block(fs, node[i], level - 1, cbase, fb > cbase ? fb : cbase, want, budget);
 		if (r != UINT64_MAX)

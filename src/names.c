@@ -282,7 +282,7 @@ static int may_create(struct kura_fs *fs, const struct kura_inode *dip)
 	return perm_check(fs, dip, W_OK | X_OK);
 }
 
-static int remove_name(struct kura_fs *fs, uint64_t start, const char *path, int want_dir)
+int remove_name(struct kura_fs *fs, uint64_t start, const char *path, int want_dir)
 {
 	struct walk w;
 	/* Linux's order: the parent's walk, the kind of the last name, its
@@ -350,8 +350,8 @@ static int may_hardlink(struct kura_fs *fs, const struct kura_inode *ip)
 	return safe ? 0 : -EPERM;
 }
 
-static int do_link(struct kura_fs *fs, uint64_t ostart, const char *oldpath, uint64_t nstart, const char *newpath,
-		   int follow_old, uint64_t by_ino)
+int do_link(struct kura_fs *fs, uint64_t ostart, const char *oldpath, uint64_t nstart, const char *newpath,
+	    int follow_old, uint64_t by_ino)
 {
 	struct walk o, n;
 	int err = 0;
@@ -512,8 +512,8 @@ static void reparent(struct kura_fs *fs, uint64_t ino, uint64_t from, uint64_t t
 	INO_SET(fs, to, nlink, ino_get(fs, to)->nlink + 1);
 }
 
-static int do_rename(struct kura_fs *fs, uint64_t ostart, const char *oldpath, uint64_t nstart, const char *newpath,
-		     unsigned flags)
+int do_rename(struct kura_fs *fs, uint64_t ostart, const char *oldpath, uint64_t nstart, const char *newpath,
+	      unsigned flags)
 {
 	struct walk o, n;
 	int err = path_walk(fs, ostart, oldpath, WALK_PARENT | WALK_DEFER_LONG, &o);

@@ -29,9 +29,13 @@ struct ofile {
 	pthread_mutex_t pos_lock; /* process-shared, robust: read/write/lseek on one description are serialised */
 	/* An atomic group open on this description (group.h): its shadow
 	 * inode (0: none) and that inode's generation, and the view's cut.
-	 * Changed only under the pool mutex. */
+	 * group_lo..group_hi covers every file block the shadow may hold
+	 * (lo > hi: none), so that a commit looks up those and does not
+	 * walk the shadow's map of a large file.  Changed only under the
+	 * pool mutex. */
 	uint64_t group_ino;
 	uint64_t group_cut;
+	uint64_t group_lo, group_hi;
 	uint32_t group_gen;
 };
 

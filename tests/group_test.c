@@ -218,6 +218,101 @@ static void fixed_cases(kura_fs *fs, const char *pool)
 	kura_unmount(fs);
 }
 
+static int reads_bytes(kura_fs *fs, const char *path, const char *want, size_t len)
+{
+	char buf[64] = {0};
+	int fd = kura_open(fs, path, O_RDONLY, 0);
+	ssize_t n = fd < 0 ? -1 : kura_pread(fs, fd, buf, sizeof buf - 1, 0);
+	if (fd >= 0)
+		kura_close(fs, fd);
+	return n == (ssize_t)len && !memcmp(buf, want, len);
+}
+
+static int reads_str(kura_fs *fs, const char *path, const char *want)
+{
+	return reads_bytes(fs, path, want, strlen(want));
+}
+
+/* kura_group_commit: two files' groups and name changes in one commit,
+ * all or nothing. */
+static void set_cases(kura_fs *fs)
+{
+	unsigned long long free0 = free_blocks(fs);
+	kura_mkdir(fs, "/s", 0755);
+	int a = kura_open(fs, "/s/a", O_CREAT | O_RDWR, 0644), b = kura_open(fs, "/s/b", O_CREAT | O_RDWR, 0644);
+	kura_pwrite(fs, a, "aaaa", 4, 0);
+	kura_pwrite(fs, b, "bbbb", 4, 0);
+	kura_close(fs, kura_open(fs, "/s/old", O_CREAT | O_RDWR, 0644));
+	CHECK(kura_atomic_begin(fs, a) == 0 && kura_atomic_begin(fs, b) == 0, "begin two groups");
+	kura_pwrite(fs, a, "AA", 2, 0);
+	kura_ftruncate(fs, b, 2);
+	kura_pwrite(fs, b, "BBBBBB", 6, 2);
+	int tmp = kura_openat(fs, KURA_AT_ROOT, "/s", O_TMPFILE | O_RDWR, 0644);
+	CHECK(tmp >= 0 && kura_pwrite(fs, tmp, "new", 3, 0) == 3, "an unnamed file: %d", tmp);
+
+	/* A failing op (its source is missing) undoes the groups' commit too. */
+	struct kura_group_file files[2] = { { .fd = a }, { .fd = b } };
+	struct kura_group_op ops[3] = {
+		{ KURA_GROUP_LINK, tmp, NULL, KURA_AT_ROOT, "/s/new", 0 },
+		{ KURA_GROUP_RENAME, KURA_AT_ROOT, "/s/missing", KURA_AT_ROOT, "/s/b2", 0 },
+		{ KURA_GROUP_UNLINK, KURA_AT_ROOT, "/s/old", 0, NULL, 0 },
+	};
+	int entry = 0;
+	CHECK(kura_group_commit(fs, files, 2, ops, 3, &entry) == -ENOENT && entry == 3,
+	      "a missing rename source: ENOENT at entry 3 (got %d)", entry);
+	CHECK(reads_str(fs, "/s/a", "aaaa") && reads_str(fs, "/s/b", "bbbb"), "neither group took effect");
+	struct stat st;
+	CHECK(kura_stat(fs, "/s/new", &st) == -ENOENT && kura_stat(fs, "/s/old", &st) == 0, "no name changed");
+	char buf[16] = {0};
+	CHECK(kura_pread(fs, a, buf, sizeof buf, 0) == 4 && !memcmp(buf, "AAaa", 4), "the groups are still open");
+
+	/* The same with a rename that works: everything at once. */
+	ops[1].oldpath = "/s/b";
+	ops[1].newpath = "/s/b2";
+	CHECK(kura_group_commit(fs, files, 2, ops, 3, &entry) == 0 && entry == -1, "commit two groups and three names");
+	CHECK(reads_str(fs, "/s/a", "AAaa") && reads_str(fs, "/s/b2", "bbBBBBBB") && reads_str(fs, "/s/new", "new"),
+	      "both groups and the new file");
+	CHECK(kura_stat(fs, "/s/b", &st) == -ENOENT && kura_stat(fs, "/s/old", &st) == -ENOENT, "renamed and unlinked");
+	CHECK(kura_atomic_abort(fs, a) == 0 && kura_pwrite(fs, a, "x", 1, 9) == 1 && reads_bytes(fs, "/s/a", "AAaa\0\0\0\0\0x", 10),
+	      "the groups are over: writes go to the file");
+
+	/* Arguments. */
+	CHECK(kura_group_commit(fs, files, -1, NULL, 0, NULL) == -EINVAL, "a negative count: EINVAL");
+	struct kura_group_file twice[2] = { { .fd = a }, { .fd = a } };
+	CHECK(kura_group_commit(fs, twice, 2, NULL, 0, &entry) == -EINVAL && entry == 1, "one description twice: EINVAL");
+	struct kura_group_file bad = { .fd = 9999 };
+	CHECK(kura_group_commit(fs, &bad, 1, NULL, 0, NULL) == -EBADF, "no such descriptor: EBADF");
+	struct kura_group_op odd = { 77, 0, "/s/a", 0, NULL, 0 };
+	CHECK(kura_group_commit(fs, NULL, 0, &odd, 1, NULL) == -EINVAL, "an unknown op: EINVAL");
+	struct kura_group_op nopath = { KURA_GROUP_UNLINK, KURA_AT_ROOT, NULL, 0, NULL, 0 };
+	CHECK(kura_group_commit(fs, NULL, 0, &nopath, 1, NULL) == -EFAULT, "no path: EFAULT");
+	CHECK(kura_group_commit(fs, NULL, 0, NULL, 0, NULL) == 0, "nothing: a sync");
+
+	/* Two groups each near the limit of one: their blocks move (map
+	 * entries in the log, not the data), so one commit carries both. */
+	struct kura_info in;
+	kura_info(fs, &in);
+	uint64_t each = in.log_size / 512 * 3 / 4;
+	static char block[4096];
+	CHECK(kura_atomic_begin(fs, a) == 0 && kura_atomic_begin(fs, b) == 0, "begin two large groups");
+	for (uint64_t i = 0; i < each; i++) {
+		memset(block, (int)(i & 0xff), 8);
+		kura_pwrite(fs, a, block, sizeof block, (off_t)(i * 4096));
+		kura_pwrite(fs, b, block, sizeof block, (off_t)(i * 4096));
+	}
+	CHECK(kura_group_commit(fs, files, 2, NULL, 0, &entry) == 0, "two large groups in one commit");
+	kura_pread(fs, b, buf, 8, (off_t)((each - 1) * 4096));
+	CHECK((unsigned char)buf[0] == ((each - 1) & 0xff), "the second file's last block");
+	kura_close(fs, a);
+	kura_close(fs, b);
+	kura_close(fs, tmp);
+	kura_unlink(fs, "/s/a");
+	kura_unlink(fs, "/s/b2");
+	kura_unlink(fs, "/s/new");
+	kura_rmdir(fs, "/s");
+	CHECK(free_blocks(fs) == free0, "the blocks came back (%llu, %llu before)", free_blocks(fs), free0);
+}
+
 static void one_pool(const char *pool, enum kura_persist persist, enum kura_sync sync)
 {
 	opts = (struct kura_mount_opts){ .persist = persist, .sync = sync };
@@ -235,6 +330,7 @@ static void one_pool(const char *pool, enum kura_persist persist, enum kura_sync
 	CHECK(after.blocks_free == before.blocks_free && after.orphans == 0 && after.files == before.files,
 	      "nothing kept: %llu/%llu free, %llu orphans", (unsigned long long)after.blocks_free,
 	      (unsigned long long)before.blocks_free, (unsigned long long)after.orphans);
+	set_cases(fs);
 	fixed_cases(fs, pool);
 	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean (%s)", pool);
 	unlink(pool);
