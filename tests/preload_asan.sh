@@ -41,5 +41,12 @@ ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:abort_on_error=1 LD_PRELOAD
 	echo "preload_asan: atomic groups failed under the sanitized layer"
 	exit 1
 }
+# A group over several files and names (src/preload/gset.c).
+gcc -O1 -I "$src/include" -o "$scratch/gset" "$src/tests/atomic/gset.c"
+ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:abort_on_error=1 LD_PRELOAD=$asan \
+	"$kura" run --pool "$pool" -- bash -c "mkdir /kura/gset && exec '$scratch/gset' /kura/gset" || {
+	echo "preload_asan: a group of files and names failed under the sanitized layer"
+	exit 1
+}
 "$kura" fsck "$pool"
 echo "preload_asan: shared maps, change notification and atomic groups as expected, fsck clean"

@@ -3,7 +3,8 @@ kura_atomic.h, F2FS's atomic-write ioctls, stores through shared maps that
 join a group, isolation from other processes, abort and close, and
 processes killed in the middle of groups, on a memory pool and on a disk
 pool in both durability modes; on a file kura does not serve, the header's
-fallback.  Run through ctest."""
+fallback.  tests/atomic/gset.c does the same for a group over several
+files and names (kura_gbegin … kura_gcommit).  Run through ctest."""
 import os
 import subprocess
 import uuid
@@ -29,6 +30,14 @@ def groups(tmp_path_factory):
     return str(exe)
 
 
+@pytest.fixture(scope="module")
+def gset(tmp_path_factory):
+    exe = tmp_path_factory.mktemp("bin") / "gset"
+    subprocess.run(["gcc", "-O1", "-Wall", "-Werror", "-I", str(ROOT / "include"), "-o", str(exe),
+                    str(HERE / "atomic" / "gset.c")], check=True)
+    return str(exe)
+
+
 def pool_path(kind):
     tag = f"{os.getpid()}-{uuid.uuid4().hex[:6]}"
     if kind == "memory":
@@ -37,29 +46,33 @@ def pool_path(kind):
     return str(base / f"kura-atomic-{tag}.pool")
 
 
-@pytest.mark.parametrize("kind,sync", [("memory", "op"), ("disk", "fsync"), ("disk", "op")])
-def test_groups_under_kura(groups, kind, sync):
+def run_in_pool(exe, kind, sync, sub):
+    """Runs exe on /kura/SUB of a fresh pool; then the pool must be clean
+    and hold nothing: killed processes' groups left their shadows as
+    orphans, which the next mount that is alone reclaims."""
     pool = pool_path(kind)
     subprocess.run([KURA_BIN, "mkfs", pool, "--size", "256M"], check=True, capture_output=True)
     try:
         env = dict(os.environ, KURA_SYNC=sync)
         env.pop("LD_PRELOAD", None)
         r = subprocess.run([KURA_BIN, "run", "--pool", pool, "--", "bash", "-c",
-                            f"mkdir -p /kura/t && exec {groups} /kura/t"],
+                            f"mkdir -p /kura/{sub} && exec {exe} /kura/{sub}"],
                            env=env, capture_output=True, text=True, timeout=600)
         assert r.returncode == 0, r.stdout + r.stderr
         assert " 0 failed" in r.stdout, r.stdout
-        # Killed processes' groups left their shadows as orphans, which
-        # the next mount that is alone reclaims: then the pool is clean and
-        # holds nothing.
         f = subprocess.run([KURA_BIN, "fsck", pool], capture_output=True, text=True)
         assert f.returncode == 0, f.stdout + f.stderr
-        subprocess.run([KURA_BIN, "run", "--pool", pool, "--", "rmdir", "/kura/t"], env=env, check=True)
+        subprocess.run([KURA_BIN, "run", "--pool", pool, "--", "rmdir", f"/kura/{sub}"], env=env, check=True)
         info = " ".join(subprocess.run([KURA_BIN, "info", pool], capture_output=True, text=True).stdout.split())
         assert "orphans: 0" in info and "files: 0" in info, info
     finally:
         subprocess.run([KURA_BIN, "gc", pool], capture_output=True)
         os.unlink(pool)
+
+
+@pytest.mark.parametrize("kind,sync", [("memory", "op"), ("disk", "fsync"), ("disk", "op")])
+def test_groups_under_kura(groups, kind, sync):
+    run_in_pool(groups, kind, sync, "t")
 
 
 def test_fallback_without_kura(groups, tmp_path):
@@ -79,3 +92,15 @@ def test_fallback_without_kura(groups, tmp_path):
     finally:
         subprocess.run([KURA_BIN, "gc", pool], capture_output=True)
         os.unlink(pool)
+
+
+@pytest.mark.parametrize("kind,sync", [("memory", "op"), ("disk", "fsync"), ("disk", "op")])
+def test_group_of_files_and_names(gset, kind, sync):
+    run_in_pool(gset, kind, sync, "s")
+
+
+def test_group_of_files_fallback_without_kura(gset, tmp_path):
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    r = subprocess.run([gset, str(tmp_path), "--fallback"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and " 0 failed" in r.stdout, r.stdout + r.stderr

@@ -31,18 +31,24 @@
 
 static int begin(struct kp_fd *e)
 {
+	int r = kp_gset_begin(e); /* a set is open: the file joins it */
+	if (r)
+		return r < 0 ? r : 0;
 	int64_t ino = kura_fd_ino(FS(e), e->kfd);
 	return ino < 0 ? (int)ino : kp_group_begin(e, FS(e), (uint64_t)ino);
 }
 
+/* A member of an open set (gset.c) ends the whole set. */
 static int commit(struct kp_fd *e)
 {
-	return kp_group_commit(e, FS(e));
+	int r;
+	return kp_gset_end(e, 1, &r) ? r : kp_group_commit(e, FS(e));
 }
 
 static int abort_group(struct kp_fd *e)
 {
-	return kp_group_abort(e, FS(e));
+	int r;
+	return kp_gset_end(e, 0, &r) ? r : kp_group_abort(e, FS(e));
 }
 
 /* A descriptor that is not kura's has no group to offer: ENOTSUP tells
@@ -90,7 +96,7 @@ int kp_atomic_ioctl(struct kp_fd *e, unsigned long req, void *arg, int *ret)
 	case F2FS_IOC_START_ATOMIC_WRITE:
 		/* Already in a group: the kernel's answer is success.  (A
 		 * group on another description of the file is EBUSY.) */
-		r = kura_atomic_shadow(FS(e), e->kfd, NULL) > 0 ? 0 : begin(e);
+		r = kura_atomic_shadow(FS(e), e->kfd, NULL) > 0 && !kp_gset_open ? 0 : begin(e);
 		break;
 	case F2FS_IOC_COMMIT_ATOMIC_WRITE:
 		r = commit(e);

@@ -76,6 +76,9 @@ KP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(write)(fd, buf, n);
+	int joined = kp_gset_write(e);
+	if (joined)
+		return kp_ret(joined);
 	return kp_ret(kp_noted(e, group_wrote(e, kura_write(FS(e), e->kfd, buf, n), -1), 1, IN_MODIFY));
 }
 
@@ -98,6 +101,9 @@ KP_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(pwrite)(fd, buf, n, off);
+	int joined = kp_gset_write(e);
+	if (joined)
+		return kp_ret(joined);
 	return kp_ret(kp_noted(e, group_wrote(e, kura_pwrite(FS(e), e->kfd, buf, n, off), off), 1, IN_MODIFY));
 }
 KP_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off) { return pwrite(fd, buf, n, off); }
@@ -143,6 +149,9 @@ static ssize_t kvec_io(struct kp_fd *e, const struct iovec *iov, int cnt, off_t 
 
 static ssize_t kvec(struct kp_fd *e, const struct iovec *iov, int cnt, off_t off, int wr)
 {
+	int joined = wr ? kp_gset_write(e) : 0;
+	if (joined)
+		return kp_ret(joined);
 	ssize_t r = kvec_io(e, iov, cnt, off, wr);
 	return kp_noted(e, wr ? group_wrote(e, r, off) : r, 1, wr ? IN_MODIFY : IN_ACCESS);
 }
@@ -270,6 +279,9 @@ KP_EXPORT int ftruncate(int fd, off_t len)
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(ftruncate)(fd, len);
+	int joined = kp_gset_write(e);
+	if (joined)
+		return (int)kp_ret(joined);
 	uint64_t before;
 	kura_map_own_truncation(&before); /* from a fresh start */
 	int grouped = __atomic_load_n(&kp_groups_active, __ATOMIC_RELAXED) && kura_atomic_shadow(FS(e), e->kfd, NULL) > 0;
@@ -293,6 +305,9 @@ KP_EXPORT int fallocate(int fd, int mode, off_t off, off_t len)
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(fallocate)(fd, mode, off, len);
+	int joined = kp_gset_write(e);
+	if (joined)
+		return (int)kp_ret(joined);
 	int r = (int)kp_noted(e, kura_fallocate(FS(e), e->kfd, mode, off, len), 0, IN_MODIFY);
 	if (r == 0 && (mode & (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_ZERO_RANGE)))
 		group_wrote(e, len, off);
@@ -307,6 +322,9 @@ KP_EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 		return REAL(posix_fallocate)(fd, off, len);
 	if (off < 0 || len <= 0)
 		return EINVAL;
+	int joined = kp_gset_write(e);
+	if (joined)
+		return -joined;
 	int r = (int)kp_noted(e, kura_fallocate(FS(e), e->kfd, 0, off, len), 0, IN_MODIFY);
 	return r < 0 ? -r : 0;
 }
@@ -316,6 +334,9 @@ KP_EXPORT int posix_fallocate64(int fd, off_t off, off_t len) { return posix_fal
  * kernel writes back a file's dirty mapped pages. */
 static int sync_file(struct kp_fd *e)
 {
+	int set_r;
+	if (kp_gset_end(e, 1, &set_r))
+		return (int)kp_ret(set_r); /* a member's sync commits the whole set (gset.c) */
 	if (__atomic_load_n(&kp_groups_active, __ATOMIC_RELAXED) && kura_atomic_shadow(FS(e), e->kfd, NULL) > 0)
 		return (int)kp_ret(kp_group_commit(e, FS(e))); /* commits the group (kura.h) */
 	int64_t ino = kura_fd_ino(FS(e), e->kfd);

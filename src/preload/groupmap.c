@@ -270,6 +270,38 @@ int kp_group_commit(struct kp_fd *e, kura_fs *fs)
 	return r < 0 ? r : 0;
 }
 
+/* A set's commit (gset.c): the groups of the descriptions behind kfds and
+ * the name changes ops in one engine commit, each group's pages then as
+ * kp_group_commit leaves them. */
+int kp_group_commit_set(kura_fs *fs, int mnt, const int *kfds, int n, const struct kura_group_op *ops, int nops)
+{
+	struct kura_group_file *files = calloc((size_t)n + 1, sizeof *files);
+	int64_t *shadows = calloc((size_t)n + 1, sizeof *shadows);
+	if (!files || !shadows) {
+		free(files);
+		free(shadows);
+		return -ENOMEM;
+	}
+	kp_maps_lock();
+	for (int i = 0; i < n; i++) {
+		files[i].fd = kfds[i];
+		shadows[i] = kura_atomic_shadow(fs, kfds[i], NULL);
+		struct kp_group *g = shadows[i] > 0 ? by_shadow(mnt, (uint64_t)shadows[i]) : NULL;
+		for (size_t k = 0; g && k < kp_maps_count(); k++)
+			files[i].own_pins += kp_maps_at(k)->mnt == g->mnt && kp_maps_at(k)->ino == g->ino;
+	}
+	int r = kura_group_commit(fs, files, n, ops, nops, NULL);
+	for (int i = 0; !r && i < n; i++) {
+		struct kp_group *g = shadows[i] > 0 ? by_shadow(mnt, (uint64_t)shadows[i]) : NULL;
+		if (g)
+			finish(g, fs, files[i].copied);
+	}
+	kp_maps_unlock();
+	free(files);
+	free(shadows);
+	return r;
+}
+
 int kp_group_abort(struct kp_fd *e, kura_fs *fs)
 {
 	int64_t shadow = kura_atomic_shadow(fs, e->kfd, NULL);

@@ -105,7 +105,9 @@ int kp_open_path(struct kp_path *kp, int flags, mode_t mode)
 	int watched = KP_WATCHED(kp->mnt);
 	if (watched && (flags & O_CREAT))
 		kp_notify_pre(kp->mnt, kp->kdirfd, kp->p, &was);
-	int kfd = kura_openat(fs, kp->kdirfd, kp->p, flags & ~O_CLOEXEC, mode);
+	int kfd;
+	if (!kp_gset_create(kp, flags, mode, &kfd)) /* an open set names a new file at its commit */
+		kfd = kura_openat(fs, kp->kdirfd, kp->p, flags & ~O_CLOEXEC, mode);
 	if (kfd == KURA_ESCAPED)
 		return open_escaped(kp, flags0, mode0);
 	/* The engine opens no FIFO: the kernel's pipe behind it (socket.c). */

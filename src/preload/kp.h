@@ -116,6 +116,21 @@ extern int kp_groups_active, kp_group_ro_maps;
 int kp_group_begin(struct kp_fd *e, kura_fs *fs, uint64_t ino);
 int kp_group_commit(struct kp_fd *e, kura_fs *fs);
 int kp_group_abort(struct kp_fd *e, kura_fs *fs);
+int kp_group_commit_set(kura_fs *fs, int mnt, const int *kfds, int n, const struct kura_group_op *ops, int nops);
+/* A group over several files and names (gset.c). */
+extern int kp_gset_open;
+int kp_gset_join(struct kp_fd *e);
+int kp_gset_begin(struct kp_fd *e);
+int kp_gset_end(struct kp_fd *e, int commit, int *ret);
+struct kp_path;
+int kp_gset_unlink(const struct kp_path *kp, int flags, int *ret);
+int kp_gset_rename(const struct kp_path *a, const struct kp_path *b, unsigned flags, int *ret);
+int kp_gset_create(const struct kp_path *kp, int flags, mode_t mode, int *ret);
+/* Before a write through e: joins an open set (one load when none is). */
+static inline int kp_gset_write(struct kp_fd *e)
+{
+	return __builtin_expect(__atomic_load_n(&kp_gset_open, __ATOMIC_RELAXED) == 0, 1) ? 0 : kp_gset_join(e);
+}
 /* Before the close of a descriptor, whose group it may end. */
 void kp_group_closing(struct kp_fd *e, kura_fs *fs);
 /* After a write, truncation or fallocate through e changed [off, off+len)

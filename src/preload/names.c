@@ -174,6 +174,9 @@ KP_EXPORT int unlinkat(int dirfd, const char *path, int flags)
 	if (kp.where != KP_KURA)
 		return (int)KP_KERNEL_CALL(kp, dirfd, KP_NAME, REAL(unlinkat)(KDIR(kp, dirfd), kp.p, flags));
 	KFS(kp);
+	int deferred;
+	if (kp_gset_unlink(&kp, flags, &deferred)) /* an open set changes names at its commit */
+		return (int)kp_ret(deferred);
 	struct kp_nstat was = { 0 };
 	if (KP_WATCHED(kp.mnt))
 		kp_notify_pre(kp.mnt, kp.kdirfd, kp.p, &was);
@@ -362,6 +365,9 @@ KP_EXPORT int renameat2(int od, const char *op, int nd, const char *np, unsigned
 		return -1;
 	}
 	KFS(a);
+	int deferred;
+	if (kp_gset_rename(&a, &b, flags, &deferred))
+		return (int)kp_ret(deferred);
 	struct kp_nstat src = { 0 }, dst = { 0 };
 	if (KP_WATCHED(a.mnt)) {
 		kp_notify_pre(a.mnt, a.kdirfd, a.p, &src);

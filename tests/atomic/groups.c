@@ -33,17 +33,7 @@
 #define PG 4096
 #define NPAGES 64
 
-static int failures, checks;
-#define CHECK(cond, ...)                                                      \
-	do {                                                                  \
-		checks++;                                                     \
-		if (!(cond)) {                                                \
-			failures++;                                           \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);           \
-			printf(__VA_ARGS__);                                  \
-			printf(" (errno %s)\n", strerrorname_np(errno) ?: "?"); \
-		}                                                             \
-	} while (0)
+#include "check.h"
 
 static char path[4096];
 
