@@ -9,6 +9,8 @@
  *   crash_test --replay LIST [--fault N]
  *                               one workload, entries by name, comma-separated
  *   crash_test --random SEED COUNT LEN
+ *   --groups-only N             the atomic-group phase alone, N workloads (with
+ *                               --full at crash-full's depth)
  *   --jobs N (with the sweeps) splits the workloads over N processes
  *   --persist pmem|file         the persistence model explored: pmem (64-byte
  *                               lines, clwb + sfence; the default) or the file
@@ -43,7 +45,7 @@ int main(int argc, char **argv)
 	int full = argc > 1 && !strcmp(argv[1], "--full");
 	const char *replay = NULL;
 	uint64_t rseed = 0;
-	int rcount = 0, rlen = 0;
+	int rcount = 0, rlen = 0, groups_only = 0;
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--replay") && i + 1 < argc)
 			replay = argv[++i];
@@ -53,6 +55,8 @@ int main(int argc, char **argv)
 			rseed = strtoull(argv[++i], NULL, 0);
 			rcount = atoi(argv[++i]);
 			rlen = atoi(argv[++i]);
+		} else if (!strcmp(argv[i], "--groups-only") && i + 1 < argc) {
+			groups_only = atoi(argv[++i]); /* that many group workloads, no other phase */
 		} else if (!strcmp(argv[i], "--jobs") && i + 1 < argc) {
 			cfg.nshards = atoi(argv[++i]);
 		} else if (!strcmp(argv[i], "--persist") && i + 1 < argc && !strcmp(argv[i + 1], "file")) {
@@ -69,7 +73,7 @@ int main(int argc, char **argv)
 		} else if (strcmp(argv[i], "--full")) {
 			fprintf(stderr,
 				"usage: %s [--full | --replay LIST [--fault N] | --random SEED COUNT LEN] "
-				"[--persist pmem|file] [--sync op|fsync] [--jobs N]\n",
+				"[--groups-only N] [--persist pmem|file] [--sync op|fsync] [--jobs N]\n",
 				argv[0]);
 			return 2;
 		}
@@ -178,8 +182,11 @@ run:
 
 	struct ex_stats s1 = { 0 }, s2 = { 0 }, s3 = { 0 }, s4 = { 0 };
 	double t = now_sec();
+	int bad = 0;
+	if (groups_only)
+		goto groups;
 	x.st = &s1;
-	int bad = drv_seq1(&x);
+	bad = drv_seq1(&x);
 	s1.seconds = now_sec() - t;
 	drv_summary(&s1, "seq-1");
 	expect(bad == 0 && s1.violations == 0, "seq-1: every single entry and scenario survives every crash image");
@@ -199,7 +206,9 @@ run:
 	expect(bad == 0 && s3.violations == 0, "random workloads survive every crash image");
 
 	/* Atomic groups: a commit shows all of a group, nothing else shows
-	 * any of it. */
+	 * any of it.  --groups-only N runs this phase alone (with --full at
+	 * crash-full's depth), N workloads. */
+groups:
 	t = now_sec();
 	x.st = &s4;
 	/* Recovery is the same code whatever the workload, and the phases
@@ -207,7 +216,7 @@ run:
 	 * the sweep's time goes to more group workloads. */
 	if (!full)
 		x.cfg.recov_lines = 0;
-	bad = drv_groups(&x, cfg.seed, full ? 3000 : group_count);
+	bad = drv_groups(&x, cfg.seed, groups_only ? groups_only : full ? 3000 : group_count);
 	x.cfg.recov_lines = cfg.recov_lines;
 	s4.seconds = now_sec() - t;
 	drv_summary(&s4, "groups");

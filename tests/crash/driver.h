@@ -62,6 +62,13 @@ static const char *const drv_scenarios[] = {
 	"gbegin:A/foo,pwrite:A/foo:200@4000,gbegin:foo,ftrunc:foo:4097,gcommit:A/foo,gmapwrite:foo:6k@1000,gcommit:foo",
 	"gbegin:foo,pwrite:foo:5000@3000,unlink:foo,gcommit:foo,close:foo",
 	"gbegin:foo,gmapwrite:foo:6k@1000,falloc:foo:punch,close:foo,fsync:foo",
+	/* groups of two files, and name changes, in one kura_group_commit:
+	 * all of it or none (the gmapwrite one on the file model only) */
+	"gbegin:foo,gbegin:A/foo,pwrite:foo:5000@3000,pwrite:A/foo:200@4000,gset:foo+A/foo",
+	"gbegin:foo,pwrite:foo:8k@8192,gbegin:A/foo,pwrite:A/foo:200@4000,gset:foo+A/foo+mv:A/foo:B/foo",
+	"gbegin:foo,append4k:foo,gset:foo+new:baz+rm:bar",
+	"gbegin:A/foo,gmapwrite:A/foo:100@3900,gbegin:foo,gmapwrite:foo:6k@1000,pwrite:foo:1@0,"
+	"gset:foo+A/foo+mv:A/foo:B/foo",
 };
 
 /* Every table entry alone, then the fixed scenarios. */
@@ -176,7 +183,8 @@ static const char *const drv_group_entries[] = {
 	"append3:foo", "append4k:foo", "ftrunc:foo:100", "ftrunc:foo:4097", "ftrunc:foo:12288",
 	"falloc:foo:0+16k", "falloc:foo:punch", "falloc:foo:zero", "gmapwrite:foo:6k@1000", "mapwrite:foo:10@100",
 	"pwrite:A/foo:200@4000", "gbegin:A/foo", "gcommit:A/foo", "gmapwrite:A/foo:100@3900", "unlink:foo",
-	"rename:foo:baz", "fsync:foo", "gabort:foo", "gcommit:foo", "gbegin:foo",
+	"rename:foo:baz", "fsync:foo", "gabort:foo", "gcommit:foo", "gbegin:foo", "gset:foo+A/foo",
+	"gset:foo+A/foo+mv:A/foo:B/foo", "gset:foo+new:baz+rm:bar",
 };
 
 /* An entry of the list; the pmem model cannot hold a map's stores

@@ -178,8 +178,8 @@ static int ex_workload(struct ex *x, const int *ops, int nops)
 	x->wl_viol = 0;
 	x->stop = 0;
 	x->wl_group = 0;
-	for (int i = 0; i < nops; i++)
-		x->wl_group |= wk_table[ops[i]].kind == K_GBEGIN;
+	for (int i = 0; i < nops; i++) /* a gset commits groups, or at least runs the group commit */
+		x->wl_group |= wk_table[ops[i]].kind == K_GBEGIN || wk_table[ops[i]].kind == K_GSET;
 	x->point_no = 0;
 	if (!wk_model_ok(ops, nops, x->cfg.file))
 		return 0;
@@ -211,7 +211,10 @@ static int ex_workload(struct ex *x, const int *ops, int nops)
 				done = (int)e->len;
 				inflight = 0;
 				enum wk_kind k = x->ops[done - 1]->kind;
-				if ((k == K_FSYNC || k == K_MAPWRITE || k == K_GCOMMIT) && x->res[done - 1] == 0)
+				/* a gset's kura_group_commit is durable when it
+				 * returns, as gcommit */
+				if ((k == K_FSYNC || k == K_MAPWRITE || k == K_GCOMMIT || k == K_GSET) &&
+				    x->res[done - 1] == 0)
 					synced = done;
 				ex_point(x, LO(), done);
 			}

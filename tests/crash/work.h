@@ -26,8 +26,13 @@
 enum wk_kind {
 	K_CREAT, K_MKNOD, K_MKDIR, K_RMDIR, K_WRITE, K_PWRITE, K_FTRUNC, K_TRUNC, K_FALLOC, K_LINK, K_UNLINK,
 	K_RENAME, K_SYMLINK, K_FSYNC, K_CHMOD, K_CLOSE, K_OPEN, K_CLOSE_AUTO, K_MAPWRITE, K_SETXATTR, K_RMXATTR, K_SETACL, K_PINTRUNC, K_PINTRIM,
-	K_GBEGIN, K_GCOMMIT, K_GABORT, K_GMAPWRITE,
+	K_GBEGIN, K_GCOMMIT, K_GABORT, K_GMAPWRITE, K_GSET,
 };
+
+/* What a gset entry's kura_group_commit carries besides foo's group
+ * (wk_op.mode): A/foo's group too, a rename a -> b, an unnamed file made
+ * first and linked as a with b unlinked. */
+enum { WK_GSET_AFOO = 1, WK_GSET_RENAME = 2, WK_GSET_TMPFILE = 4 };
 
 struct wk_op {
 	const char *name;
@@ -147,6 +152,14 @@ static const struct wk_op wk_table[] = {
 	{ "gabort:foo", K_GABORT, 0, 0, 0, 0, 0, 0 },
 	{ "gmapwrite:foo:6k@1000", K_GMAPWRITE, 0, 0, 0, 1000, 6144, 0 },
 	{ "gmapwrite:A/foo:100@3900", K_GMAPWRITE, 0, 0, 2, 3900, 100, 0 },
+	/* Several files' groups and name changes in one kura_group_commit:
+	 * all of it or none after a crash.  A description without a group
+	 * adds nothing, so these are valid anywhere.  The last makes an
+	 * O_TMPFILE file (len bytes written, kept in the first free slot from
+	 * slot, as creat does) and names it in the commit that unlinks bar. */
+	{ "gset:foo+A/foo", K_GSET, 0, 0, 0, 0, 0, WK_GSET_AFOO },
+	{ "gset:foo+A/foo+mv:A/foo:B/foo", K_GSET, "A/foo", "B/foo", 0, 0, 0, WK_GSET_AFOO | WK_GSET_RENAME },
+	{ "gset:foo+new:baz+rm:bar", K_GSET, "baz", "bar", 4, 0, 70, WK_GSET_TMPFILE },
 };
 #define WK_NOPS ((int)(sizeof wk_table / sizeof wk_table[0]))
 
@@ -365,6 +378,53 @@ static CRASH_UNUSED int wk_model_ok(const int *ops, int n, int file_model)
 
 static int wk_open_slots(const struct wk_ctx *c);
 
+/* The gset entries: foo's group (slot 0), and as op->mode says A/foo's
+ * (slot 2), a rename, or an unnamed file linked while another name goes,
+ * all in one kura_group_commit.  Returns its result (the tmpfile's open
+ * or write error instead if they fail: deterministic between runs). */
+static long wk_gset(kura_fs *fs, struct wk_ctx *c, const struct wk_op *op, char *buf)
+{
+	struct kura_group_file files[2] = { { .fd = wk_fd(c, 0) }, { .fd = wk_fd(c, 2) } };
+	struct kura_group_op ops[2];
+	int nfiles = op->mode & WK_GSET_AFOO ? 2 : 1, nops = 0, tmp = -1;
+	if (op->mode & WK_GSET_RENAME)
+		ops[nops++] = (struct kura_group_op){ KURA_GROUP_RENAME, KURA_AT_ROOT, op->a, KURA_AT_ROOT, op->b, 0 };
+	if (op->mode & WK_GSET_TMPFILE) {
+		tmp = kura_open(fs, "/", O_TMPFILE | O_RDWR, 0640);
+		if (tmp < 0)
+			return tmp;
+		wk_pattern(buf, op->len, c->seq, 0);
+		long w = kura_pwrite(fs, tmp, buf, (size_t)op->len, 0);
+		if (w != op->len) {
+			kura_close(fs, tmp);
+			return w < 0 ? w : -EIO;
+		}
+		ops[nops++] = (struct kura_group_op){ KURA_GROUP_LINK, tmp, NULL, KURA_AT_ROOT, op->a, 0 };
+		ops[nops++] = (struct kura_group_op){ KURA_GROUP_UNLINK, KURA_AT_ROOT, op->b, 0, NULL, 0 };
+	}
+	long r = kura_group_commit(fs, files, nfiles, ops, nops, NULL);
+	if (!r) {
+		/* Both groups ended: two wk_gunpin calls, the second unpinning
+		 * the first's shadow now (one retired shadow at a time). */
+		wk_gunpin(fs, c, 0);
+		if (nfiles > 1)
+			wk_gunpin(fs, c, 2);
+	}
+	if (tmp >= 0) {
+		/* Kept open like creat's descriptor (a later entry may write
+		 * through slot 4 to baz); no free slot: closed now, which frees it
+		 * if the commit failed. */
+		int s = op->slot;
+		while (s < WK_SLOTS && c->fd[s] >= 0)
+			s++;
+		if (s < WK_SLOTS)
+			c->fd[s] = tmp;
+		else
+			kura_close(fs, tmp);
+	}
+	return r;
+}
+
 /* Runs one entry; returns the call's result (compared between runs). */
 static long wk_run(kura_fs *fs, struct wk_ctx *c, const struct wk_op *op)
 {
@@ -444,6 +504,7 @@ static long wk_run(kura_fs *fs, struct wk_ctx *c, const struct wk_op *op)
 		wk_pattern(buf, op->len, c->seq, op->off);
 		r = wk_gmapwrite(fs, c, op->slot, op->off, op->len, buf);
 		break;
+	case K_GSET: r = wk_gset(fs, c, op, buf); break;
 	case K_SETXATTR:
 		wk_pattern(buf, op->len, c->seq, 0);
 		r = kura_setxattrat(fs, KURA_AT_ROOT, op->a, op->b, buf, (size_t)op->len, 0, 0);
