@@ -293,17 +293,24 @@ int group_apply(struct kura_fs *fs, struct ofile *of, const struct kura_inode *s
 	if (!ip)
 		return -EBADF;
 	kill_privs(fs, ino, ip);
-	if (of->group_cut < ip->size)
-		inode_truncate(fs, ino, of->group_cut);
-	/* Stores through a map may have reached the last block past the
-	 * view's end; a file's bytes past its end are zero (inode.h). */
-	uint64_t tail = sp->size & (KURA_BLOCK - 1), last = bmap_get(fs, sp, sp->size >> KURA_BLOCK_SHIFT);
-	if (tail && last)
-		tx_memset(&fs->tx, block_off(last) + tail, 0, KURA_BLOCK - tail);
-	int mapped = lock_maps(&fs->lk, ino) > own_pins, copied = 0;
+	/* The block the cut falls in is about to be replaced whole if the
+	 * shadow holds it: zeroing its tail in place first would only fill
+	 * the commit's record. */
+	uint64_t cut = of->group_cut;
+	if ((cut & (KURA_BLOCK - 1)) && bmap_get(fs, sp, cut >> KURA_BLOCK_SHIFT))
+		cut = (cut | (KURA_BLOCK - 1)) + 1;
+	if (cut < ip->size)
+		inode_truncate(fs, ino, cut);
 	/* Stores through maps changed the shadow's blocks outside any
 	 * transaction: the commit makes them durable with the rest. */
 	int stored = lock_maps(&fs->lk, shadow) != 0;
+	/* They may have reached the last block past the view's end; a file's
+	 * bytes past its end are zero (inode.h), as the shadow's own writes
+	 * and truncations keep its bytes. */
+	uint64_t tail = sp->size & (KURA_BLOCK - 1), last = bmap_get(fs, sp, sp->size >> KURA_BLOCK_SHIFT);
+	if (tail && last && stored)
+		tx_memset(&fs->tx, block_off(last) + tail, 0, KURA_BLOCK - tail);
+	int mapped = lock_maps(&fs->lk, ino) > own_pins, copied = 0;
 	uint64_t room = tx_in_place_room(&fs->tx);
 	uint64_t budget = sp->blocks + 1; /* a damaged map must not loop */
 	for (uint64_t fb = next_shadow_block(fs, of, sp, of->group_lo); fb != UINT64_MAX && budget && !fs->tx.err;
@@ -320,9 +327,17 @@ int group_apply(struct kura_fs *fs, struct ofile *of, const struct kura_inode *s
 			tx_write(&fs->tx, block_off(ob), block_ptr(fs, sb), KURA_BLOCK);
 			room = room > KURA_BLOCK ? room - KURA_BLOCK : 0;
 			copied = 1;
+			/* Its bytes are the file's block's now: the shadow's copy
+			 * of them (written when the group took the page) need not
+			 * reach the disk, which halves what a seal writes for a
+			 * map's group.  Forgotten even if this commit fails: a
+			 * block is re-noted below whenever it moves instead. */
+			tx_forget_contents(&fs->tx, sb);
 			continue;
 		}
-		if (stored)
+		/* Stores through a map changed it outside any transaction, and a
+		 * failed commit before this one may have forgotten its bytes. */
+		if (stored || tx_has_cheap_blocks(&fs->tx))
 			tx_note_changed(&fs->tx, block_off(sb), KURA_BLOCK);
 		bmap_set(fs, shadow, fb, 0);
 		uint64_t old = bmap_set(fs, ino, fb, sb);

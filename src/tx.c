@@ -255,6 +255,12 @@ void tx_mark_fresh(struct tx *t, uint64_t block)
 		journal_forget_map(t->j, block);
 }
 
+void tx_forget_contents(struct tx *t, uint64_t block)
+{
+	if (t->j)
+		journal_forget_contents(t->j, block);
+}
+
 int tx_has_cheap_blocks(const struct tx *t)
 {
 	return t->j && !t->j->sync_each_op;
@@ -270,14 +276,23 @@ int tx_rewrite_in_place(struct tx *t, uint64_t block)
 	return t->j && journal_rewrite_in_place(t->j, block);
 }
 
-uint64_t tx_in_place_room(const struct tx *t)
+uint64_t tx_in_place_room(struct tx *t)
 {
 	/* A journal record must hold what changes in place (the large path
 	 * takes only fresh blocks home); the undo log takes a record per
 	 * 64-byte line, with its head.  Half of either leaves room for the
-	 * rest of the transaction. */
-	if (t->j)
-		return t->j->cap / 2;
+	 * rest of the transaction, less what it changed in place already: a
+	 * commit of several groups asks once per group. */
+	if (t->j) {
+		uint64_t used = 0, half = t->j->cap / 2;
+		for (size_t i = 0; i < t->ndirty_list; i++) {
+			uint64_t b = t->dirty_list[i];
+			if (!set_get(&t->fresh, t->stamp, b, NULL))
+				used += (uint64_t)__builtin_popcountll(*set_get(&t->dirty, t->stamp, b, NULL)) *
+					(MEDIA_LINE + 16);
+		}
+		return used < half ? half - used : 0;
+	}
 	uint64_t left = t->log_end > t->tail ? t->log_end - t->tail : 0;
 	return left / 2 / rec_size(64) * 64;
 }

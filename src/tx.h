@@ -89,7 +89,7 @@ void tx_mark_fresh(struct tx *t, uint64_t block);
 void tx_note_changed(struct tx *t, uint64_t off, size_t len);
 int tx_is_fresh(struct tx *t, uint64_t block);
 /* About how many bytes one transaction may still change in place. */
-uint64_t tx_in_place_room(const struct tx *t);
+uint64_t tx_in_place_room(struct tx *t);
 /* Whether overwriting block whole is cheaper in place than in a fresh
  * block (the journal's view: journal_rewrite_in_place). */
 int tx_rewrite_in_place(struct tx *t, uint64_t block);
@@ -98,6 +98,8 @@ int tx_rewrite_in_place(struct tx *t, uint64_t block);
 uint64_t tx_cheap_word(struct tx *t, uint64_t w);
 /* Whether some blocks are cheaper than others at all (fsync mode). */
 int tx_has_cheap_blocks(const struct tx *t);
+/* journal_forget_contents (fsync mode; nothing otherwise). */
+void tx_forget_contents(struct tx *t, uint64_t block);
 void tx_fail(struct tx *t, int err);
 /* Returns 0, or the sticky error after rolling back. */
 int tx_commit(struct tx *t);
