@@ -169,6 +169,12 @@ uint64_t journal_cheap_word(const struct journal *j, uint64_t w);
  * is no thread to do it while the pool is idle).  Racy by design: a hint. */
 #define JOURNAL_COMMIT_NS 5000000000ull
 int journal_sync_due(const struct journal *j);
+/* fsync mode, under the pool mutex: block's bytes need no record (they
+ * are garbage to every state a crash may show: an atomic group's copy
+ * whose bytes went into the file's own block), so the next seal leaves its
+ * pending lines out.  The caller re-notes the block if it is ever to be
+ * linked into a file. */
+void journal_forget_contents(struct journal *j, uint64_t block);
 /* Under the pool mutex, no transaction open: turns the pending set into a
  * staged record (fsync mode; nothing to do otherwise).  0 or -errno. */
 int journal_seal(struct journal *j);

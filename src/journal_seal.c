@@ -133,6 +133,34 @@ static uint64_t seal_record_size(const struct journal *j, const uint64_t *home, 
 /* Turns the pending set into one staged record (writing its fresh blocks
  * home first when there are enough of them); t is the transaction open
  * meanwhile, or NULL.  Under the pool mutex. */
+static int line_is_zero(const uint8_t *p)
+{
+	uint64_t any = 0;
+	for (unsigned i = 0; i < MEDIA_LINE; i += 8) {
+		uint64_t w;
+		memcpy(&w, p + i, 8);
+		any |= w;
+	}
+	return !any;
+}
+
+/* Lines [f, f + n) of block b as items, runs of zero lines as zero items
+ * with no bytes: a fresh block (a map node, a new file's tail) is mostly
+ * zeros.  A zero line saves its 64 bytes for at most two 16-byte heads,
+ * so the record never outgrows seal_record_size's estimate. */
+static void put_lines(struct journal *j, uint64_t *at, uint64_t b, unsigned f, unsigned n, const uint8_t *v)
+{
+	for (unsigned i = f, end = f + n; i < end;) {
+		int zero = line_is_zero(v + i * MEDIA_LINE);
+		unsigned k = i + 1;
+		while (k < end && line_is_zero(v + k * MEDIA_LINE) == zero)
+			k++;
+		jn_put_item_unmarked(j, at, (b << KURA_BLOCK_SHIFT) + i * MEDIA_LINE, (k - i) * MEDIA_LINE, zero,
+				     v + i * MEDIA_LINE);
+		i = k;
+	}
+}
+
 int jn_seal(struct journal *j, const struct jtx *t)
 {
 	struct jctl *c = j->ctl;
@@ -215,9 +243,7 @@ int jn_seal(struct journal *j, const struct jtx *t)
 		if (home && bit(home, i))
 			continue;
 		const uint8_t *v = seal_view(j, t, b);
-		FOR_EACH_MASK_RUN(j->pend_mask[b], f, nl,
-				  jn_put_item_unmarked(j, &at, (b << KURA_BLOCK_SHIFT) + f * MEDIA_LINE,
-						       nl * MEDIA_LINE, 0, v + f * MEDIA_LINE));
+		FOR_EACH_MASK_RUN(j->pend_mask[b], f, nl, put_lines(j, &at, b, (unsigned)f, (unsigned)nl, v));
 	}
 	free(home);
 	jn_finish_record(j, pos, at, SEAL_UNDO_EPOCH);
@@ -252,6 +278,13 @@ void jn_mark_sealed(struct journal *j)
 		if (j->pend_list[i] < j->nblocks)
 			set_bits(j->journaled, j->pend_list[i] << KURA_BLOCK_SHIFT, KURA_BLOCK);
 	__atomic_store_n(&j->ctl->marking, 0, __ATOMIC_RELEASE);
+}
+
+void journal_forget_contents(struct journal *j, uint64_t block)
+{
+	/* The list keeps the block; a seal drops blocks left with no lines. */
+	if (!j->sync_each_op && block < j->nblocks)
+		j->pend_mask[block] = 0;
 }
 
 int journal_rewrite_in_place(const struct journal *j, uint64_t block)
