@@ -56,7 +56,7 @@ struct lk_table {
 	uint32_t sleepers; /* waiters inside the futex wait */
 	uint32_t hi;       /* records at and above this index are free: scans stop there */
 	uint32_t phi;      /* the same for holder slots */
-	uint32_t pad;
+	uint32_t whi;      /* and for waiter slots: every unlock looks through them */
 	pthread_mutex_t mu;
 	struct lk rec[LK_MAX];
 	struct lk_waiter wait[LK_WAITERS];

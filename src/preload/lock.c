@@ -38,7 +38,7 @@ static __thread pid_t fork_parent_pid;
  * changed lock), so a finished wait does not make a false cycle. */
 static void unblock_waiters(struct lk_table *t, int32_t pid)
 {
-	for (int i = 0; i < LK_WAITERS; i++)
+	for (uint32_t i = 0; i < t->whi && i < LK_WAITERS; i++)
 		if (t->wait[i].on == pid)
 			t->wait[i].on = 0;
 }
@@ -153,7 +153,7 @@ static int deadlock(struct lk_table *t, int32_t holder)
 		if (holder == kp_pid)
 			return 1;
 		int32_t next = 0;
-		for (int i = 0; i < LK_WAITERS && !next; i++)
+		for (uint32_t i = 0; i < t->whi && i < LK_WAITERS && !next; i++)
 			if (t->wait[i].pid == holder && t->wait[i].on)
 				next = t->wait[i].on;
 		if (!next || !lk_alive(holder))
@@ -245,6 +245,8 @@ static int waiter_set(struct lk_table *t, int w, int32_t on)
 			return -1; /* no room: this wait goes unseen by deadlock detection */
 		t->wait[w].pid = kp_pid;
 		t->wait[w].tid = (int32_t)kp_syscall(SYS_gettid);
+		if ((uint32_t)w >= t->whi)
+			t->whi = (uint32_t)w + 1;
 	}
 	t->wait[w].on = on;
 	return w;
