@@ -292,8 +292,8 @@ int kura_fabort(int fd);
  * writes (write, pwrite, their vector forms, ftruncate, fallocate) or
  * names in kura_fbegin joins it, and unlink, rmdir, rename and open with
  * O_CREAT of a new name are deferred to the commit (the new file is
- * unnamed until then; the process reaches it by the descriptor the open
- * returned).  kura_gcommit() commits all of it in one transaction
+ * unnamed until then, reached by the descriptors its opens return, and
+ * written directly: no one else can see it).  kura_gcommit() commits all of it in one transaction
  * (kura_group_commit): atomic after a crash, durable when it returns; if
  * it fails (-1 with errno: the first failing change's error, e.g. ENOENT
  * or EEXIST from a name that changed meanwhile) nothing changed and the

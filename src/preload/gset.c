@@ -10,7 +10,8 @@
  * commit: unlink, rmdir and rename are recorded, after the checks that can
  * be made at once (the name exists), and an open with O_CREAT of a name
  * that does not exist makes an unnamed file (O_TMPFILE) in its directory,
- * which the commit links under the name.  kura_gcommit hands it all to the
+ * which the commit links under the name (its writes need no group: no one
+ * else can reach it before).  kura_gcommit hands it all to the
  * engine's kura_group_commit: one transaction, so after a crash all of it
  * or none.  If the commit fails, nothing changed and the group is still
  * open, to commit again or abort.
@@ -115,11 +116,22 @@ static int is_member(struct kp_fd *e, kura_fs *fs)
 	return 0;
 }
 
+/* With the lock: is ino a file the set made (unnamed until the commit)?
+ * Its writes need no group: nobody else can reach it before the commit
+ * names it, and a crash before leaves it an orphan. */
+static int made_here(kura_fs *fs, int64_t ino)
+{
+	for (int i = 0; ino > 0 && i < set.nops; i++)
+		if (set.ops[i].op.kind == KURA_GROUP_LINK && kura_fd_ino(fs, set.ops[i].op.olddirfd) == ino)
+			return 1;
+	return 0;
+}
+
 /* With the lock: e's file joins, its group begun unless `begun`. */
 static int join(struct kp_fd *e, kura_fs *fs, int begun)
 {
 	int err = same_pool(e->mnt);
-	if (err || is_member(e, fs))
+	if (err || is_member(e, fs) || made_here(fs, kura_fd_ino(fs, e->kfd)))
 		return err;
 	if ((err = grow((void **)&set.m, &set.capm, set.nm, sizeof *set.m)))
 		return err;

@@ -176,6 +176,21 @@ static void basics(void)
 	CHECK(!strcmp(get("a"), "a0"), "not yet");
 	CHECK(kura_atomic_gcommit() == 0 && !strcmp(get("a"), "aZ"), "the closed member committed: %s", get("a"));
 
+	/* A name made in the group: opened again, renamed, all at the commit. */
+	set_up();
+	CHECK(kura_atomic_gbegin() == 1, "gbegin");
+	int n1 = open(at("new"), O_CREAT | O_RDWR, 0644), n2 = open(at("new"), O_CREAT | O_RDWR, 0644);
+	CHECK(n1 >= 0 && n2 >= 0 && write(n1, "xy", 2) == 2, "created twice");
+	char two[4] = { 0 };
+	CHECK(pread(n2, two, 2, 0) == 2 && !memcmp(two, "xy", 2), "the second open is the same file: %s", two);
+	CHECK(open(at("new"), O_CREAT | O_EXCL | O_RDWR, 0644) == -1 && errno == EEXIST, "O_EXCL: EEXIST");
+	CHECK(open(at("a"), O_CREAT | O_EXCL | O_RDWR, 0644) == -1 && errno == EEXIST, "O_EXCL of a file: EEXIST");
+	CHECK(rename(at("new"), at("new2")) == 0, "rename of a name the group makes");
+	close(n1);
+	close(n2);
+	CHECK(kura_atomic_gcommit() == 0 && !exists("new") && !strcmp(get("new2"), "xy"), "made, then renamed");
+	unlink(at("new2"));
+
 	/* kura_fbegin names a member; a rmdir is deferred too. */
 	set_up();
 	mkdir(at("d"), 0755);
