@@ -128,6 +128,12 @@ def test_stage_out_watch_streams_settled_files(pool, scratch):
         w.send_signal(signal.SIGTERM)
         stdout, stderr = w.communicate(timeout=30)
     assert w.returncode == 0, stderr.decode(errors="replace")
+    # The watcher was the last user of the pool: nothing of it stays in
+    # /dev/shm (the preloaded programs' lock table and event ring neither).
+    st = os.stat(pool)
+    suffix = f"-{st.st_dev:x}-{st.st_ino:x}"
+    left = [n for n in os.listdir("/dev/shm") if n.startswith("kura-") and n.endswith(suffix)]
+    assert not left, left
 
 
 def test_stage_usage_errors(pool, scratch):

@@ -219,5 +219,10 @@ out:
 	r = kura_unmount(c.fs);
 	if (r < 0)
 		exp_fail(&c, t.pool, -r);
+	/* A watcher often outlives the preloaded programs it watched: as the
+	 * last one out it removes the layer's tables they left in /dev/shm,
+	 * as kura run does (nothing, if the pool is still mounted anywhere). */
+	if (c.so && c.so->watch)
+		cli_tidy_pool(t.pool);
 	return c.errors ? CLI_EXIT_FAIL : CLI_EXIT_OK;
 }
