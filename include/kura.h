@@ -233,7 +233,9 @@ int kura_atomic_abort(kura_fs *fs, int fd);
 int kura_atomic_begin_retiring(kura_fs *fs, int fd, uint64_t retired);
 /* The inode of the shadow that holds the group of fd's description (0:
  * none), and in *sole whether fd is the description's only descriptor
- * (its close then ends the group). */
+ * (its close then ends the group).  Successive groups of one description
+ * may have the same shadow: a commit that leaves it empty (no map pinned
+ * it) keeps it for the description's next group. */
 int64_t kura_atomic_shadow(kura_fs *fs, int fd, int *sole);
 /* For a layer that maps files (src/preload/groupmap.c): the group's own
  * block for file block fblock, made first (a copy of the view's bytes),

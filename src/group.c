@@ -194,6 +194,37 @@ static void drop_shadow(struct kura_fs *fs, uint64_t shadow)
 	inode_dispose(fs, shadow);
 }
 
+/* A committed group's shadow is kept as its description's spare when it
+ * can be emptied cheaply: no map shows its pages (a pin would keep its
+ * blocks), and what is left after the commit moved its data blocks out is
+ * a few map nodes, which the next group then uses again instead of
+ * allocating and zeroing its own.  Decided before the commit's blocks go,
+ * so that a block copied in place is freed from a kept shadow at once. */
+#define SPARE_MAX_NODES 4
+
+static int may_keep(const struct kura_fs *fs, uint64_t shadow)
+{
+	return !lock_maps(&fs->lk, shadow) && !lock_open_count(&fs->lk, shadow);
+}
+
+/* In a transaction: the spare of of, taken off the description, if it is
+ * still the orphan it was (its generation checked) and fit to use again;
+ * one that is not fit goes.  0 if none. */
+static uint64_t take_spare(struct kura_fs *fs, struct ofile *of)
+{
+	uint64_t ino = of->spare_ino;
+	if (!ino)
+		return 0;
+	__atomic_store_n(&of->spare_ino, 0, __ATOMIC_RELEASE);
+	const struct kura_inode *sp = ino_get(fs, ino);
+	if (!sp || sp->generation != of->spare_gen || sp->nlink || !S_ISREG(sp->mode))
+		return 0;
+	if (sp->blocks <= SPARE_MAX_NODES && may_keep(fs, ino))
+		return ino;
+	drop_shadow(fs, ino);
+	return 0;
+}
+
 void group_discard(struct kura_fs *fs, uint64_t ino, uint32_t gen)
 {
 	const struct kura_inode *sp = ino_get(fs, ino);
@@ -236,7 +267,7 @@ int kura_atomic_begin_retiring(kura_fs *fs, int fd, uint64_t retired)
 	if (retired && lock_maps(&fs->lk, retired))
 		mapped_unpin(fs, retired);
 	const struct kura_inode *ip = ino_get(fs, of->ino);
-	uint64_t shadow = 0;
+	uint64_t shadow = 0, spare = 0;
 	if (!ip)
 		err = -EBADF;
 	else if ((of->flags & O_ACCMODE) == O_RDONLY)
@@ -245,13 +276,13 @@ int kura_atomic_begin_retiring(kura_fs *fs, int fd, uint64_t retired)
 		err = -EINVAL;
 	else if (group_open(of))
 		err = -EBUSY;
-	else
-		err = inode_alloc(fs, S_IFREG | 0600, &shadow);
+	else if (!(shadow = spare = take_spare(fs, of)) && !(err = inode_alloc(fs, S_IFREG | 0600, &shadow))) {
+		INO_SET(fs, shadow, nlink, 0);
+		orphan_add(fs, shadow);
+	}
 	if (!err) {
 		uint64_t size = ip->size;
-		INO_SET(fs, shadow, nlink, 0);
 		INO_SET(fs, shadow, size, size);
-		orphan_add(fs, shadow);
 		err = fs->tx.err;
 		if (!err) {
 			of->group_cut = size;
@@ -262,8 +293,13 @@ int kura_atomic_begin_retiring(kura_fs *fs, int fd, uint64_t retired)
 		}
 	}
 	err = fs_end(fs, err);
-	if (err && shadow)
-		__atomic_store_n(&of->group_ino, 0, __ATOMIC_RELEASE); /* rolled back with the transaction that made it */
+	if (err && shadow) {
+		/* Rolled back: a new shadow with the transaction that made it,
+		 * a spare to the description. */
+		__atomic_store_n(&of->group_ino, 0, __ATOMIC_RELEASE);
+		if (spare)
+			__atomic_store_n(&of->spare_ino, spare, __ATOMIC_RELEASE);
+	}
 	ofile_put(fs, of);
 	return err;
 }
@@ -310,7 +346,7 @@ int group_apply(struct kura_fs *fs, struct ofile *of, const struct kura_inode *s
 	uint64_t tail = sp->size & (KURA_BLOCK - 1), last = bmap_get(fs, sp, sp->size >> KURA_BLOCK_SHIFT);
 	if (tail && last && stored)
 		tx_memset(&fs->tx, block_off(last) + tail, 0, KURA_BLOCK - tail);
-	int mapped = lock_maps(&fs->lk, ino) > own_pins, copied = 0;
+	int mapped = lock_maps(&fs->lk, ino) > own_pins, copied = 0, keep = !stored && may_keep(fs, shadow);
 	uint64_t room = tx_in_place_room(&fs->tx);
 	uint64_t budget = sp->blocks + 1; /* a damaged map must not loop */
 	for (uint64_t fb = next_shadow_block(fs, of, sp, of->group_lo); fb != UINT64_MAX && budget && !fs->tx.err;
@@ -333,6 +369,10 @@ int group_apply(struct kura_fs *fs, struct ofile *of, const struct kura_inode *s
 			 * map's group.  Forgotten even if this commit fails: a
 			 * block is re-noted below whenever it moves instead. */
 			tx_forget_contents(&fs->tx, sb);
+			if (keep) {
+				bmap_set(fs, shadow, fb, 0);
+				alloc_free(fs, sb);
+			}
 			continue;
 		}
 		/* Stores through a map changed it outside any transaction, and a
@@ -351,7 +391,12 @@ int group_apply(struct kura_fs *fs, struct ofile *of, const struct kura_inode *s
 	if (sp->size != ip->size)
 		INO_SET(fs, ino, size, sp->size);
 	inode_touch(fs, ino, TOUCH_M | TOUCH_C);
-	drop_shadow(fs, shadow);
+	if (keep && sp->blocks <= SPARE_MAX_NODES) {
+		of->spare_gen = of->group_gen;
+		__atomic_store_n(&of->spare_ino, shadow, __ATOMIC_RELEASE);
+	} else {
+		drop_shadow(fs, shadow);
+	}
 	return fs->tx.err ? fs->tx.err : copied;
 }
 
@@ -385,8 +430,11 @@ int kura_atomic_commit_maps(kura_fs *fs, int fd, uint64_t own_pins)
 		__atomic_store_n(&of->group_ino, 0, __ATOMIC_RELEASE);
 	}
 	err = fs_end(fs, err);
-	if (err && had)
-		__atomic_store_n(&of->group_ino, had, __ATOMIC_RELEASE); /* rolled back: still open, abortable */
+	if (err && had) {
+		/* Rolled back: still open, abortable, its shadow no spare. */
+		__atomic_store_n(&of->spare_ino, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&of->group_ino, had, __ATOMIC_RELEASE);
+	}
 	ofile_put(fs, of);
 	return err ? err : (err = fs_sync(fs)) ? err : copied;
 }

@@ -49,7 +49,9 @@ const struct kura_inode *group_shadow(const struct kura_fs *fs, const struct ofi
 /* In the caller's transaction: the file takes the group's changes (the
  * body of a commit; own_pins as kura_atomic_commit_maps).  1 if it copied
  * some block in place, 0 if it moved them all, or -errno.  The caller
- * clears of->group_ino, and puts it back if the transaction fails. */
+ * clears of->group_ino, and puts it back if the transaction fails; the
+ * shadow may have become the description's spare (of->spare_ino), which
+ * the caller then clears. */
 int group_apply(struct kura_fs *fs, struct ofile *of, const struct kura_inode *sp, uint64_t own_pins);
 
 /* In a transaction, when a description with a group is released (the last

@@ -114,8 +114,10 @@ int kura_group_commit(kura_fs *fs, struct kura_group_file *files, int nfiles, co
 		if (err && bad < 0)
 			bad = nfiles + nops; /* the commit itself (the log's room, the disk) */
 		for (int i = 0; err && i < nfiles; i++)
-			if (had[i])
+			if (had[i]) { /* rolled back: its shadow no spare (group_apply) */
+				__atomic_store_n(&of[i]->spare_ino, 0, __ATOMIC_RELEASE);
 				__atomic_store_n(&of[i]->group_ino, had[i], __ATOMIC_RELEASE);
+			}
 	}
 	for (int i = 0; of && i < nfiles; i++)
 		if (of[i])

@@ -85,6 +85,7 @@ struct ofile *ofile_new(struct kura_fs *fs, uint64_t ino, int flags)
 		of->pos = 0;
 		of->flags = flags;
 		of->group_ino = 0;
+		of->spare_ino = 0;
 		init_pos_lock(of);
 		__atomic_store_n(&fs->ofile_hint, i + 1, __ATOMIC_RELAXED); /* a hint: any value is safe */
 		return of;
@@ -151,7 +152,8 @@ struct ofile *fd_remove(struct kura_fs *fs, int fd)
 /* The last reference anywhere: drop the pool-wide open count, free the
  * inode if it was unlinked meanwhile, and abort the description's atomic
  * group if it has one (a close without commit). */
-static void release(struct kura_fs *fs, uint64_t ino, uint64_t group_ino, uint32_t group_gen)
+static void release(struct kura_fs *fs, uint64_t ino, uint64_t group_ino, uint32_t group_gen, uint64_t spare_ino,
+		    uint32_t spare_gen)
 {
 	/* Without the right to change the pool (read-only, or an msync failed),
 	 * an unlinked file, or a group's shadow, stays an orphan for the next
@@ -165,6 +167,8 @@ static void release(struct kura_fs *fs, uint64_t ino, uint64_t group_ino, uint32
 	if (fs_begin(fs) == 0) {
 		if (group_ino)
 			group_discard(fs, group_ino, group_gen);
+		if (spare_ino && spare_ino != group_ino)
+			group_discard(fs, spare_ino, spare_gen);
 		uint64_t left = lock_open_dec(&fs->lk, ino);
 		const struct kura_inode *ip = ino_get(fs, ino);
 		if (!left && ip && ip->nlink == 0) {
@@ -183,16 +187,19 @@ void ofile_put(struct kura_fs *fs, struct ofile *of)
 	uint64_t ino = of->ino;
 	uint64_t group_ino = __atomic_load_n(&of->group_ino, __ATOMIC_ACQUIRE);
 	uint32_t group_gen = of->group_gen;
+	uint64_t spare_ino = __atomic_load_n(&of->spare_ino, __ATOMIC_ACQUIRE);
+	uint32_t spare_gen = of->spare_gen;
 	if (__atomic_load_n(&of->refs, __ATOMIC_ACQUIRE) == 1) {
 		/* Ours alone (a reference is only taken through a descriptor, which
 		 * holds one): release while the slot is still claimed. */
-		release(fs, ino, group_ino, group_gen);
+		release(fs, ino, group_ino, group_gen, spare_ino, spare_gen);
 		__atomic_store_n(&of->group_ino, 0, __ATOMIC_RELEASE);
+		__atomic_store_n(&of->spare_ino, 0, __ATOMIC_RELEASE);
 		__atomic_sub_fetch(&of->refs, 1, __ATOMIC_ACQ_REL);
 		return;
 	}
-	if (__atomic_sub_fetch(&of->refs, 1, __ATOMIC_ACQ_REL) == 0)
-		release(fs, ino, group_ino, group_gen); /* the other holders let go between our load and our decrement */
+	if (__atomic_sub_fetch(&of->refs, 1, __ATOMIC_ACQ_REL) == 0) /* the other holders let go between our load and our decrement */
+		release(fs, ino, group_ino, group_gen, spare_ino, spare_gen);
 }
 
 void ofile_lock_pos(struct ofile *of)

@@ -50,25 +50,16 @@ static unsigned long long free_blocks(kura_fs *fs)
 	return in.blocks_free;
 }
 
-/* One random group over a file that starts with `size` random bytes. */
-static void random_group(kura_fs *fs, unsigned seed, int ending)
+/* One random group on description fd over a file whose bytes are
+ * file[0, fsize); other is another description of it.  ending: 0 commits,
+ * 1 aborts, 2 closes fd (which aborts).  fresh: fd has had no group (a
+ * description keeps its last commit's emptied shadow for the next group,
+ * which an abort then frees).  Returns the file's size after. */
+static size_t group_round(kura_fs *fs, int fd, int other, unsigned char *file, size_t fsize, const unsigned char *data,
+			  unsigned seed, int ending, int fresh)
 {
-	static unsigned char file[MAXSZ + 8192], view[MAXSZ + 8192], data[MAXSZ];
-	srand(seed);
-	size_t fsize = (size_t)(rand() % MAXSZ), vsize;
-	for (size_t i = 0; i < sizeof data; i++)
-		data[i] = (unsigned char)rand();
-	int fd = kura_open(fs, "/g", O_CREAT | O_TRUNC | O_RDWR, 0644);
-	int other = kura_open(fs, "/g", O_RDWR, 0);
-	memcpy(file, data, fsize);
-	kura_pwrite(fs, fd, file, fsize, 0);
-	if (rand() % 3 == 0) { /* a hole in the file */
-		size_t at = (size_t)rand() % (fsize + 1), len = (size_t)rand() % 20000;
-		if (at + len > fsize)
-			len = fsize - at;
-		if (len && kura_fallocate(fs, fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)at, (off_t)len) == 0)
-			memset(file + at, 0, len);
-	}
+	static unsigned char view[MAXSZ + 8192];
+	size_t vsize;
 	unsigned long long free0 = free_blocks(fs);
 	CHECK(kura_atomic_begin(fs, fd) == 0, "begin (seed %u)", seed);
 	memcpy(view, file, fsize);
@@ -126,16 +117,76 @@ static void random_group(kura_fs *fs, unsigned seed, int ending)
 		CHECK(kura_fsync(fs, fd) == 0, "commit by fsync");
 		CHECK(reads_as(fs, other, view, vsize), "seed %u: committed, everyone reads the group", seed);
 		CHECK(reads_as(fs, fd, view, vsize), "seed %u: and its own description too", seed);
-		kura_close(fs, fd);
-	} else {
-		if (ending == 1)
-			CHECK(kura_atomic_abort(fs, fd) == 0, "abort");
-		kura_close(fs, fd); /* ending 2: the close aborts */
-		CHECK(reads_as(fs, other, file, fsize), "seed %u: aborted, the file is as it was", seed);
+		memcpy(file, view, vsize);
+		return vsize;
+	}
+	if (ending == 1)
+		CHECK(kura_atomic_abort(fs, fd) == 0, "abort");
+	else
+		kura_close(fs, fd); /* the close aborts */
+	CHECK(reads_as(fs, other, file, fsize), "seed %u: aborted, the file is as it was", seed);
+	if (fresh)
 		CHECK(free_blocks(fs) == free0, "seed %u: the group's blocks went back (%llu free, %llu before)", seed,
 		      free_blocks(fs), free0);
+	return fsize;
+}
+
+/* A file that starts with random bytes (and maybe a hole), into file;
+ * returns its size. */
+static size_t random_file(kura_fs *fs, int fd, unsigned char *file, const unsigned char *data)
+{
+	size_t fsize = (size_t)(rand() % MAXSZ);
+	memcpy(file, data, fsize);
+	kura_pwrite(fs, fd, file, fsize, 0);
+	if (rand() % 3 == 0) { /* a hole in the file */
+		size_t at = (size_t)rand() % (fsize + 1), len = (size_t)rand() % 20000;
+		if (at + len > fsize)
+			len = fsize - at;
+		if (len && kura_fallocate(fs, fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)at, (off_t)len) == 0)
+			memset(file + at, 0, len);
 	}
+	return fsize;
+}
+
+static unsigned char model_file[MAXSZ + 8192], model_data[MAXSZ];
+
+/* One random group over a new file, on a new description. */
+static void random_group(kura_fs *fs, unsigned seed, int ending)
+{
+	srand(seed);
+	for (size_t i = 0; i < sizeof model_data; i++)
+		model_data[i] = (unsigned char)rand();
+	int fd = kura_open(fs, "/g", O_CREAT | O_TRUNC | O_RDWR, 0644);
+	int other = kura_open(fs, "/g", O_RDWR, 0);
+	size_t fsize = random_file(fs, fd, model_file, model_data);
+	group_round(fs, fd, other, model_file, fsize, model_data, seed, ending, 1);
+	if (ending != 2)
+		kura_close(fs, fd);
 	kura_close(fs, other);
+}
+
+/* Groups one after another on one description (each commit leaves its
+ * shadow to the next group, group.c), committed or aborted at random; after
+ * the close nothing of them is left. */
+static void successive_groups(kura_fs *fs, unsigned seed)
+{
+	srand(seed);
+	for (size_t i = 0; i < sizeof model_data; i++)
+		model_data[i] = (unsigned char)rand();
+	unsigned long long free0 = free_blocks(fs);
+	int fd = kura_open(fs, "/h", O_CREAT | O_TRUNC | O_RDWR, 0644);
+	int other = kura_open(fs, "/h", O_RDWR, 0);
+	size_t fsize = random_file(fs, fd, model_file, model_data);
+	for (int round = 0; round < 40; round++)
+		fsize = group_round(fs, fd, other, model_file, fsize, model_data, seed * 1000 + (unsigned)round,
+				    rand() % 4 == 0, round == 0);
+	kura_close(fs, fd);
+	kura_close(fs, other);
+	kura_unlink(fs, "/h");
+	struct kura_info in;
+	kura_info(fs, &in);
+	CHECK(in.blocks_free == free0 && in.orphans == 0, "seed %u: nothing left of the groups (%llu free, %llu before; %llu orphans)",
+	      seed, (unsigned long long)in.blocks_free, free0, (unsigned long long)in.orphans);
 }
 
 static void fixed_cases(kura_fs *fs, const char *pool)
@@ -325,6 +376,8 @@ static void one_pool(const char *pool, enum kura_persist persist, enum kura_sync
 	kura_info(fs, &before);
 	for (unsigned seed = 1; seed <= 300; seed++)
 		random_group(fs, seed, (int)(seed % 3));
+	for (unsigned seed = 1; seed <= 10; seed++)
+		successive_groups(fs, seed);
 	kura_truncate(fs, "/g", 0);
 	kura_info(fs, &after);
 	CHECK(after.blocks_free == before.blocks_free && after.orphans == 0 && after.files == before.files,

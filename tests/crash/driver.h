@@ -62,6 +62,12 @@ static const char *const drv_scenarios[] = {
 	"gbegin:A/foo,pwrite:A/foo:200@4000,gbegin:foo,ftrunc:foo:4097,gcommit:A/foo,gmapwrite:foo:6k@1000,gcommit:foo",
 	"gbegin:foo,pwrite:foo:5000@3000,unlink:foo,gcommit:foo,close:foo",
 	"gbegin:foo,gmapwrite:foo:6k@1000,falloc:foo:punch,close:foo,fsync:foo",
+	/* groups one after another on one description: each takes the shadow
+	 * its predecessor's commit emptied and kept (group.c) */
+	"gbegin:foo,pwrite:foo:5000@3000,gcommit:foo,gbegin:foo,pwrite:foo:4k@4096,ftrunc:foo:100,gcommit:foo,"
+	"gbegin:foo,pwrite:foo:8k@8192,gabort:foo",
+	"gbegin:foo,pwrite:foo:1k@100,gcommit:foo,gbegin:foo,gmapwrite:foo:6k@1000,gcommit:foo,gbegin:foo,"
+	"pwrite:foo:1@0,gcommit:foo",
 	/* groups of two files, and name changes, in one kura_group_commit:
 	 * all of it or none (the gmapwrite one on the file model only) */
 	"gbegin:foo,gbegin:A/foo,pwrite:foo:5000@3000,pwrite:A/foo:200@4000,gset:foo+A/foo",
