@@ -256,7 +256,9 @@ int kura_atomic_commit_maps(kura_fs *fs, int fd, uint64_t own_pins);
  * then ops run in order (paths as for the *at calls), all in one
  * transaction: after a crash, all of it or none.  Durable when it returns.
  * An op's failure, or a group's, undoes everything: every group stays open
- * (to commit again or abort) and the call returns that -errno, with the
+ * (to commit again or abort; but for a group whose shadow is damaged,
+ * -EIO: its writes are lost, and it ends) and the call returns that
+ * -errno, with the
  * failing entry's index in *failed (files first, then ops) when failed is
  * not NULL.  The whole must fit one commit (kura_atomic_begin's limit,
  * over all the files): -ENOSPC otherwise.  files[i].copied comes back 1

@@ -1,5 +1,6 @@
 /*
- * api.h — what the two halves of the public API (names.c, files.c) share.
+ * api.h — what the parts of the public API (names.c, attrs.c, files.c,
+ * fileio.c) share.
  */
 #ifndef KURA_API_H
 #define KURA_API_H

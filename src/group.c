@@ -408,35 +408,9 @@ int kura_atomic_commit(kura_fs *fs, int fd)
 
 int kura_atomic_commit_maps(kura_fs *fs, int fd, uint64_t own_pins)
 {
-	struct ofile *of;
-	int err = group_enter(fs, fd, &of);
-	if (err)
-		return err;
-	uint64_t had = of->group_ino;
-	const struct kura_inode *sp = had ? group_shadow(fs, of) : NULL;
-	if (had && !sp) {
-		/* Its shadow is not what the description says (a damaged pool):
-		 * the group's writes are lost, which the caller must hear. */
-		__atomic_store_n(&of->group_ino, 0, __ATOMIC_RELEASE);
-		fs_end(fs, -EIO);
-		ofile_put(fs, of);
-		return -EIO;
-	}
-	int copied = 0;
-	if (sp) {
-		err = group_apply(fs, of, sp, own_pins);
-		copied = err > 0;
-		err = err > 0 ? 0 : err;
-		__atomic_store_n(&of->group_ino, 0, __ATOMIC_RELEASE);
-	}
-	err = fs_end(fs, err);
-	if (err && had) {
-		/* Rolled back: still open, abortable, its shadow no spare. */
-		__atomic_store_n(&of->spare_ino, 0, __ATOMIC_RELEASE);
-		__atomic_store_n(&of->group_ino, had, __ATOMIC_RELEASE);
-	}
-	ofile_put(fs, of);
-	return err ? err : (err = fs_sync(fs)) ? err : copied;
+	struct kura_group_file file = { .fd = fd, .own_pins = own_pins };
+	int err = kura_group_commit(fs, &file, 1, NULL, 0, NULL);
+	return err ? err : file.copied;
 }
 
 int64_t kura_atomic_shadow(kura_fs *fs, int fd, int *sole)

@@ -2,12 +2,12 @@
  * groupset.c — one commit for the atomic groups of several files and a
  * list of name changes (kura_group_commit in kura.h).
  *
- * Each file's group is applied as kura_atomic_commit would (group_apply),
- * then the name operations run in order, all inside one transaction: the
- * undo log (or the journal record) that makes one operation all-or-nothing
- * makes the whole set so.  The groups' descriptions are cleared only with
- * the transaction; if it fails they are put back, so a failed commit leaves
- * every group as it was.
+ * Each file's group is applied (group_apply), then the name operations
+ * run in order, all inside one transaction: the undo log (or the journal
+ * record) that makes one operation all-or-nothing makes the whole set so.
+ * The groups' descriptions are cleared only with the transaction; if it
+ * fails they are put back, so a failed commit leaves every group as it
+ * was.  kura_atomic_commit is this with one file.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -21,6 +21,8 @@
 #include "inode.h"
 #include "kura.h"
 #include "ofile.h"
+
+#define SMALL_SET 4
 
 /* Where each op's paths start, looked up before the transaction as the
  * single calls do; a LINK's file held so that a close cannot free it. */
@@ -78,9 +80,14 @@ int kura_group_commit(kura_fs *fs, struct kura_group_file *files, int nfiles, co
 		return -EINVAL;
 	if (fs->read_only)
 		return -EROFS;
-	struct ofile **of = calloc((size_t)nfiles + 1, sizeof *of);
-	uint64_t *had = calloc((size_t)nfiles + 1, sizeof *had);
-	struct prepared *prep = calloc((size_t)nops + 1, sizeof *prep);
+	/* A commit of one file (kura_atomic_commit, a database's every
+	 * transaction) allocates nothing. */
+	struct ofile *of_few[SMALL_SET] = { 0 };
+	uint64_t had_few[SMALL_SET] = { 0 };
+	struct prepared prep_few[SMALL_SET] = { { 0 } };
+	struct ofile **of = nfiles <= SMALL_SET ? of_few : calloc((size_t)nfiles, sizeof *of);
+	uint64_t *had = nfiles <= SMALL_SET ? had_few : calloc((size_t)nfiles, sizeof *had);
+	struct prepared *prep = nops <= SMALL_SET ? prep_few : calloc((size_t)nops, sizeof *prep);
 	int err = of && had && prep ? 0 : -ENOMEM, bad = -1;
 	for (int i = 0; i < nfiles && !err; i++) {
 		files[i].copied = 0;
@@ -105,6 +112,9 @@ int kura_group_commit(kura_fs *fs, struct kura_group_file *files, int nfiles, co
 		else
 			files[i].copied = r;
 		__atomic_store_n(&of[i]->group_ino, 0, __ATOMIC_RELEASE);
+		if (!sp)
+			had[i] = 0; /* its shadow is not what the description says (a damaged pool): the
+				     * group's writes are lost, and it ends, as the caller hears */
 	}
 	for (int i = 0; begun && i < nops && !err; i++)
 		if ((err = run_op(fs, &ops[i], &prep[i])) || (err = fs->tx.err))
@@ -125,9 +135,12 @@ int kura_group_commit(kura_fs *fs, struct kura_group_file *files, int nfiles, co
 	for (int i = 0; prep && i < nops; i++)
 		if (prep[i].file)
 			ofile_put(fs, prep[i].file);
-	free(of);
-	free(had);
-	free(prep);
+	if (of != of_few)
+		free(of);
+	if (had != had_few)
+		free(had);
+	if (prep != prep_few)
+		free(prep);
 	if (err && failed)
 		*failed = bad;
 	return err ? err : fs_sync(fs);
