@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -208,21 +209,57 @@ int jn_write_head(struct media *dm, const struct kura_super *sb, uint64_t epoch,
 	return err ? err : media_disk_sync(dm);
 }
 
-static int read_region(int fd, const struct kura_super *sb, uint8_t **out)
+/* Reads [have, want) of the log region into buf. */
+static int read_part(int fd, const struct kura_super *sb, uint8_t *buf, uint64_t *have, uint64_t want)
 {
-	uint64_t len = sb->log_blocks * KURA_BLOCK;
-	uint8_t *buf = malloc(len);
-	if (!buf)
-		return -ENOMEM;
-	for (uint64_t done = 0; done < len;) {
-		ssize_t n = pread(fd, buf + done, len - done, (off_t)(sb->log_block * KURA_BLOCK + done));
+	while (*have < want) {
+		ssize_t n = pread(fd, buf + *have, want - *have, (off_t)(sb->log_block * KURA_BLOCK + *have));
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0) {
-			free(buf);
+		if (n <= 0)
 			return n < 0 ? -errno : -EIO;
+		*have += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* The log region, read as far as replay will look: up to the first record
+ * that is not valid, and no further (a record cut off by the end of what
+ * was read is read whole first).  A pool unmounted cleanly has no record
+ * of its current epoch, and reading all of the region (16 MiB by default)
+ * was most of what starting a program on a disk pool cost.  The rest of
+ * the buffer stays zero, which no check takes for a record. */
+#define REGION_FIRST_READ (256u * 1024)
+static int read_region(int fd, const struct kura_super *sb, uint8_t **out)
+{
+	uint64_t len = sb->log_blocks * KURA_BLOCK, have = 0;
+	uint8_t *buf = calloc(1, len); /* fresh zero pages: only those read into are touched */
+	if (!buf)
+		return -ENOMEM;
+	int err = read_part(fd, sb, buf, &have, len < REGION_FIRST_READ ? len : REGION_FIRST_READ);
+	const struct kura_journal_head *h = err ? NULL : jn_current_head(buf);
+	for (uint64_t pos = 0, cap = len - KURA_BLOCK; h && !err && have < len;) {
+		const uint8_t *rec = buf + KURA_BLOCK + pos;
+		uint64_t got = have - KURA_BLOCK - pos;
+		uint32_t n = jn_rec_check(sb, rec, got, h->epoch, pos);
+		if (n) {
+			pos += n;
+			continue;
 		}
-		done += (uint64_t)n;
+		const struct kura_jrec *r = (const void *)rec;
+		uint64_t need;
+		if (got < sizeof *r)
+			need = pos + sizeof *r;
+		else if (r->epoch == h->epoch && r->pos == pos && r->len > got && r->len <= cap - pos)
+			need = pos + r->len;
+		else
+			break; /* the end of the records */
+		uint64_t want = KURA_BLOCK + need > 2 * have ? KURA_BLOCK + need : 2 * have;
+		err = read_part(fd, sb, buf, &have, want < len ? want : len);
+	}
+	if (err) {
+		free(buf);
+		return err;
 	}
 	*out = buf;
 	return 0;
@@ -339,19 +376,42 @@ static int copy_current(int fd, int pool_fd, const struct kura_super *sb)
 }
 
 /* Copies [at, end) of the pool file into the copy's file: in the kernel
- * where it can (no page faults on the copy's side), else through a buffer. */
+ * where it can (no page faults on the copy's side, one copy of the bytes),
+ * else through a buffer.  copy_file_range refuses files on two file
+ * systems (EXDEV, as the disk and /dev/shm are): sendfile takes them, and
+ * is asked first once copy_file_range has refused, so that a mount does
+ * not pay a refused call per chunk. */
 static int copy_range(int pool_fd, int copy_fd, off_t at, off_t end)
 {
+	static int no_copy_range, no_sendfile;
 	static __thread char buf[1 << 16];
 	while (at < end) {
 		loff_t in = at, out = at;
-		ssize_t n = copy_file_range(pool_fd, &in, copy_fd, &out, (size_t)(end - at), 0);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-			return -errno;
+		size_t left = (size_t)(end - at);
+		ssize_t n = -1;
+		if (!__atomic_load_n(&no_copy_range, __ATOMIC_RELAXED)) {
+			n = copy_file_range(pool_fd, &in, copy_fd, &out, left, 0);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+				return -errno;
+			if (n < 0)
+				__atomic_store_n(&no_copy_range, 1, __ATOMIC_RELAXED);
+		}
+		if (n <= 0 && !__atomic_load_n(&no_sendfile, __ATOMIC_RELAXED)) {
+			off_t from = at;
+			if (lseek(copy_fd, at, SEEK_SET) != at)
+				return -errno;
+			n = sendfile(copy_fd, pool_fd, &from, left < (1u << 30) ? left : (1u << 30));
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+				return -errno;
+			if (n < 0)
+				__atomic_store_n(&no_sendfile, 1, __ATOMIC_RELAXED);
+		}
 		if (n <= 0) {
-			size_t want = end - at < (off_t)sizeof buf ? (size_t)(end - at) : sizeof buf;
+			size_t want = left < sizeof buf ? left : sizeof buf;
 			n = pread(pool_fd, buf, want, at);
 			if (n < 0 && errno == EINTR)
 				continue;

@@ -261,6 +261,57 @@ static void test_full_journal(void)
 	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean after the large write");
 }
 
+/* A crash with more records in the journal than a mount reads at first
+ * (journal.c reads the log region only as far as its records go), one of
+ * them cut off by that first read: all of them are replayed. */
+static void test_long_replay(void)
+{
+	static char data[1 << 20];
+	for (size_t i = 0; i < sizeof data; i++)
+		data[i] = (char)(i * 13 + i / 4093);
+	kura_fs *fs = mount_mode(KURA_SYNC_OP);
+	if (!fs)
+		return;
+	int fd = kura_open(fs, "/replay", O_CREAT | O_RDWR | O_TRUNC, 0644);
+	kura_close(fs, fd);
+	kura_unmount(fs);
+	pid_t pid = fork();
+	if (pid == 0) {
+		fs = mount_mode(KURA_SYNC_OP);
+		fd = fs ? kura_open(fs, "/replay", O_RDWR, 0) : -1;
+		if (fd < 0)
+			_exit(1);
+		uint64_t ck = fs->j.ctl->checkpoints, at = 0;
+		/* about 85 KiB of records, one of 384 KiB across the first
+		 * read's end (256 KiB), then about 250 KiB more */
+		for (int i = 0; i < 20; i++, at += 4096)
+			kura_pwrite(fs, fd, data + at, 4096, (off_t)at);
+		kura_pwrite(fs, fd, data + at, 384 << 10, (off_t)at);
+		at += 384 << 10;
+		for (int i = 0; i < 60; i++, at += 4096)
+			kura_pwrite(fs, fd, data + at, 4096, (off_t)at);
+		if (fs->j.ctl->checkpoints != ck)
+			_exit(2); /* a checkpoint emptied the journal: nothing left to test */
+		remove_copy();
+		kill(getpid(), SIGKILL);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	CHECK(WIFSIGNALED(st), "the writes returned before the crash, with no checkpoint (exit %d)",
+	      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	fs = mount_mode(KURA_SYNC_OP);
+	if (!fs)
+		return;
+	size_t len = 20 * 4096 + (384 << 10) + 60 * 4096;
+	static char back[1 << 20];
+	fd = kura_open(fs, "/replay", O_RDONLY, 0);
+	CHECK(kura_pread(fs, fd, back, sizeof back, 0) == (ssize_t)len && !memcmp(back, data, len),
+	      "after the crash every record was replayed");
+	kura_close(fs, fd);
+	kura_unlink(fs, "/replay");
+	kura_unmount(fs);
+}
+
 /* fsync mode, a sync after many new blocks: the data go home once (two
  * flushes: homes, then the record), the record carries only metadata, and
  * after a crash the pool file alone has it all, rewrites included. */
@@ -393,6 +444,7 @@ int main(void)
 	test_group_commit();
 	test_killed_and_crashed();
 	test_full_journal();
+	test_long_replay();
 	test_seal_writes_home();
 	test_commit_interval();
 	test_map_stores_at_unmount(KURA_SYNC_OP);
