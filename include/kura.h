@@ -428,6 +428,15 @@ int kura_release(kura_fs *fs);
  * image held.  Descriptors that must not survive exec are kura_close()d
  * before it. */
 int kura_state_fd(kura_fs *fs);
+/* The family's hold on its open counts in the pool's lock table: while
+ * any process keeps this descriptor, other mounts know the family's files
+ * are open; once none does they take its counts back and free the unlinked
+ * files it held (a killed process closes nothing).  Keep it open across the
+ * same exec as kura_state_fd() (else, if the exec'ing process is the
+ * family's last, kura_mount_inherit may fail with -ESTALE), and never
+ * close it otherwise; -1 if the mount has none (its counts then last
+ * until the pool's last mount). */
+int kura_owner_fd(kura_fs *fs);
 long kura_fd_export(kura_fs *fs, int fd);
 kura_fs *kura_mount_inherit(const char *pool_path, const struct kura_mount_opts *opts, int state_fd, int *err);
 int kura_fd_import(kura_fs *fs, long id);

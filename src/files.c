@@ -22,6 +22,7 @@
 #include "xattr.h"
 #include "ofile.h"
 #include "path.h"
+#include "reap.h"
 #include "super.h"
 
 struct kura_dir {
@@ -228,7 +229,7 @@ static void uncount(struct kura_fs *fs, uint64_t ino)
 
 /* Looks up (or creates) and counts the inode open in one critical section,
  * then makes a description with status flags dflags and a descriptor. */
-static int open_counted(struct kura_fs *fs, const struct open_req *rq, int dflags)
+static int open_counted_once(struct kura_fs *fs, const struct open_req *rq, int dflags)
 {
 	uint64_t ino = 0;
 	int counted = 0, err;
@@ -263,6 +264,18 @@ static int open_counted(struct kura_fs *fs, const struct open_req *rq, int dflag
 	int fd = fd_install(fs, of);
 	if (fd < 0)
 		ofile_put(fs, of);
+	return fd;
+}
+
+static int open_counted(struct kura_fs *fs, const struct open_req *rq, int dflags)
+{
+	int fd = open_counted_once(fs, rq, dflags);
+	/* A full table of open counts is mostly killed processes' (reap.h);
+	 * the failed attempt changed nothing, so it can run again. */
+	if (fd == -ENFILE) {
+		reap_dead_owners(fs);
+		fd = open_counted_once(fs, rq, dflags);
+	}
 	return fd;
 }
 

@@ -10,7 +10,7 @@
 #include "lock.h"
 #include "shm.h"
 
-#define LOCKTAB_MAGIC 0x6b6c62617472756eull /* ...6b: open slots without map counts; 6c: no maps_total; 6d: no truncs */
+#define LOCKTAB_MAGIC 0x6b6c62617472756full /* ...6b: open slots without map counts; 6c: no maps_total; 6d: no truncs; 6e: no owners */
 
 static int init_table(struct locktab *t)
 {
@@ -67,6 +67,7 @@ int lock_attach_held(struct lockh *h, int pool_fd, int *alone)
 	struct stat st;
 	memset(h, 0, sizeof *h);
 	h->fd = -1;
+	h->owner_fd = -1;
 	if (fstat(pool_fd, &st))
 		return -errno;
 	snprintf(h->name, sizeof h->name, "/kura-%llx-%llx", (unsigned long long)st.st_dev,
@@ -133,6 +134,10 @@ void lock_detach(struct lockh *h, int pool_fd)
 	if (flock(h->fd, LOCK_EX | LOCK_NB) == 0)
 		shm_unlink(h->name);
 	close(h->fd);
+	if (h->owner_fd >= 0)
+		close(h->owner_fd); /* the family's other processes may hold it on */
+	h->owner_fd = -1;
+	h->owner = 0;
 	if (pool_fd >= 0)
 		flock(pool_fd, LOCK_UN);
 	h->t = NULL;
@@ -162,6 +167,8 @@ void lock_release(struct lockh *h)
 	pthread_mutex_unlock(&h->t->mutex);
 }
 
+static uint64_t slot_dec(struct lockh *h, uint64_t ino);
+
 static size_t open_slot(uint64_t ino)
 {
 	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 40) & (LOCK_OPEN_SLOTS - 1);
@@ -176,7 +183,7 @@ static size_t find(const struct locktab *t, uint64_t ino)
 	return LOCK_OPEN_SLOTS;
 }
 
-int lock_open_inc(struct lockh *h, uint64_t ino)
+static int slot_inc(struct lockh *h, uint64_t ino)
 {
 	struct locktab *t = h->t;
 	size_t i = find(t, ino);
@@ -199,7 +206,38 @@ uint64_t lock_open_count(const struct lockh *h, uint64_t ino)
 	return i < LOCK_OPEN_SLOTS && h->t->open[i].ino == ino ? h->t->open[i].count : 0;
 }
 
+int lock_open_inc(struct lockh *h, uint64_t ino)
+{
+	int err = slot_inc(h, ino);
+	if (!err && (err = lock_ledger_add(h, ino, 1, 0)))
+		slot_dec(h, ino);
+	return err;
+}
+
 uint64_t lock_open_dec(struct lockh *h, uint64_t ino)
+{
+	if (!lock_slot(h, ino))
+		return 0;
+	lock_ledger_add(h, ino, -1, 0);
+	return slot_dec(h, ino);
+}
+
+void lock_drop(struct lockh *h, uint64_t ino, uint64_t opens, uint64_t maps)
+{
+	struct lock_open_slot *s = lock_slot(h, ino);
+	if (!s)
+		return;
+	uint64_t m = maps < s->maps ? maps : s->maps;
+	s->maps -= m;
+	h->t->maps_total -= m;
+	uint64_t n = opens < s->count ? opens : s->count;
+	if (n) {
+		s->count -= n - 1;
+		slot_dec(h, ino);
+	}
+}
+
+static uint64_t slot_dec(struct lockh *h, uint64_t ino)
 {
 	struct locktab *t = h->t;
 	size_t i = find(t, ino);
@@ -233,6 +271,7 @@ int lock_map_inc(struct lockh *h, uint64_t ino)
 	if (!err) {
 		lock_slot(h, ino)->maps++;
 		h->t->maps_total++;
+		lock_ledger_add(h, ino, 0, 1); /* the entry exists: cannot fail */
 	}
 	return err;
 }
@@ -244,6 +283,7 @@ uint64_t lock_map_dec(struct lockh *h, uint64_t ino)
 		return 0;
 	uint64_t left = --s->maps;
 	h->t->maps_total--;
+	lock_ledger_add(h, ino, 0, -1);
 	lock_open_dec(h, ino);
 	return left;
 }

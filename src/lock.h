@@ -26,6 +26,8 @@
 #include <stdint.h>
 
 #define LOCK_OPEN_SLOTS 16384u
+#define LOCK_OWNERS 1024u
+#define LOCK_LEDGER_SLOTS 65536u
 
 struct locktab {
 	uint64_t magic;
@@ -39,6 +41,14 @@ struct locktab {
 		uint64_t holder, holder_gen;     /* see map.c; valid only if the inode still has that generation */
 		uint64_t truncs;                 /* truncations that gave blocks to the holder (mapped.h) */
 	} open[LOCK_OPEN_SLOTS];
+	/* Who holds the counts above (see "Owners" below). */
+	uint64_t owner_gen;                      /* the last generation handed out */
+	uint64_t owners[LOCK_OWNERS];            /* slot k's generation; 0: free */
+	uint64_t ledger_used;
+	struct lock_ledger {
+		uint64_t ino, owner;             /* owner: slot + 1; 0 marks an empty entry */
+		uint64_t opens, maps;            /* what that owner added to the inode's slot */
+	} ledger[LOCK_LEDGER_SLOTS];
 };
 
 struct lockh {
@@ -46,6 +56,12 @@ struct lockh {
 	int fd;
 	char name[64];
 	char why[256]; /* why attaching failed, when there is more to say than an errno */
+	/* This mount's owner (see "Owners"): slot + 1 (0: counts go unattributed),
+	 * its generation, and the family's description of the table file
+	 * whose lock keeps the owner alive (-1: none). */
+	uint32_t owner;
+	uint64_t owner_gen;
+	int owner_fd;
 };
 
 /* Attaches to (creating if needed) the table of the pool open as pool_fd.
@@ -112,5 +128,48 @@ uint64_t lock_map_dec(struct lockh *h, uint64_t ino);
 uint64_t lock_maps(const struct lockh *h, uint64_t ino);
 /* The slot of a counted inode, NULL if it has none. */
 struct lock_open_slot *lock_slot(struct lockh *h, uint64_t ino);
+
+/*
+ * Owners (lock_owner.c).  A process killed with files open never closes
+ * them, so its counts would stay until the pool's last mount left: an
+ * unlinked file it held kept its space, and enough dead processes filled
+ * the table (every open then failed with ENFILE).  So each table of open
+ * file descriptions (ofile.h) — one per process family: fork shares it,
+ * exec hands it over — registers as an owner, and a ledger beside the
+ * slots records what each owner added to each inode's counts.
+ *
+ * An owner lives while its family does.  Each image of the family holds a
+ * read lock (OFD) on byte k of owner slot k, on an open file description
+ * of this table's file which fork shares; across an exec the old image's
+ * descriptor stays open until the new image has locked its own.  The
+ * kernel drops a lock when the last process holding its description
+ * closes it or dies, so no pid, which could be reused, is trusted.  A mount that finds a slot's byte unlocked takes the dead
+ * owner's ledger entries back out of the counts (ofile.c frees what only
+ * they held open).  Owner slots are freed only so: a mount that leaves
+ * with its family alive just closes its descriptor.
+ *
+ * All with the mutex held.
+ */
+/* Registers a new owner for this mount: -ENOSPC when every slot is taken
+ * (reap, then retry), or -errno. */
+int lock_owner_new(struct lockh *h);
+/* Adopts the owner an exec handed over, slot owner with generation gen,
+ * taking its lock on a description of this process's own: -ESTALE if a
+ * reaper has begun on it (its counts may be gone: see ofile.c).  The old
+ * image's descriptor, inherited_fd (or -1), is closed either way. */
+int lock_owner_join(struct lockh *h, int inherited_fd, uint32_t owner, uint64_t gen);
+/* A dead owner (slot + 1), marked so that no exec'd image adopts it any
+ * more; 0 if none.  Its counts are still in the table. */
+uint32_t lock_owner_dead(struct lockh *h);
+/* Takes one of a dead owner's ledger entries out (1), or finds none (0);
+ * *cursor starts at 0 and carries the scan from call to call.  The counts
+ * stay in the inode's slot: lock_drop takes them. */
+int lock_owner_take(struct lockh *h, uint32_t owner, struct lock_ledger *e, size_t *cursor);
+void lock_owner_free(struct lockh *h, uint32_t owner);
+/* Subtracts a dead owner's counts from ino's slot (maps are also opens). */
+void lock_drop(struct lockh *h, uint64_t ino, uint64_t opens, uint64_t maps);
+/* Records a change of this mount's owner's counts; -ENFILE when the
+ * ledger is full (only when adding). */
+int lock_ledger_add(struct lockh *h, uint64_t ino, int64_t opens, int64_t maps);
 
 #endif

@@ -11,9 +11,68 @@
 #include "xattr.h"
 #include "kura.h"
 #include "ofile.h"
+#include "reap.h"
 #include "super.h"
 
 #define TABLE_BYTES ((size_t)OFILE_SLOTS * sizeof(struct ofile))
+
+/* After the descriptions: the family's owner of its open counts in the
+ * lock table (lock.h, "Owners"), for an exec'd image to adopt. */
+struct ofile_family {
+	uint32_t owner;
+	int32_t owner_fd;
+	uint64_t owner_gen;
+};
+#define STATE_BYTES (TABLE_BYTES + 4096)
+
+static struct ofile_family *family(struct kura_fs *fs)
+{
+	return (struct ofile_family *)((char *)fs->ofiles + TABLE_BYTES);
+}
+
+/* A new family: reaps dead ones first (their slots and counts are what a
+ * full table is made of), then takes an owner slot.  Without one, which
+ * takes a thousand live families, the counts go unattributed: they stay
+ * if the family is killed, as they did before owners existed. */
+static void family_new(struct kura_fs *fs)
+{
+	if (!fs->mounted_alone)
+		reap_dead_owners(fs);
+	fs_lock_for_read(fs);
+	int err = lock_owner_new(&fs->lk);
+	fs_unlock_for_read(fs);
+	if (err == -ENOSPC) {
+		reap_dead_owners(fs);
+		fs_lock_for_read(fs);
+		lock_owner_new(&fs->lk);
+		fs_unlock_for_read(fs);
+	}
+	struct ofile_family *f = family(fs);
+	f->owner = fs->lk.owner;
+	f->owner_gen = fs->lk.owner_gen;
+	f->owner_fd = fs->lk.owner_fd;
+}
+
+/* An exec'd image: the old image's owner, whose lock the inherited
+ * descriptor kept through the exec.  Without it (the table was rebuilt,
+ * when this mount is alone; or the program closed the descriptor) the
+ * counts of the inherited descriptions may be gone: a mount that is alone
+ * counts them again (kura_mount_inherit), any other must not use them. */
+static int family_join(struct kura_fs *fs)
+{
+	struct ofile_family *f = family(fs);
+	if (!f->owner)
+		return 0; /* the family's counts were never attributed: nothing reaps them */
+	fs_lock_for_read(fs);
+	int err = lock_owner_join(&fs->lk, f->owner_fd, f->owner, f->owner_gen);
+	fs_unlock_for_read(fs);
+	if (!err)
+		return 0;
+	if (!fs->mounted_alone)
+		return err;
+	family_new(fs);
+	return 0;
+}
 
 int ofile_attach(struct kura_fs *fs, int state_fd)
 {
@@ -24,17 +83,17 @@ int ofile_attach(struct kura_fs *fs, int state_fd)
 		fd = memfd_create("kura-ofiles", MFD_CLOEXEC);
 		if (fd < 0)
 			return -errno;
-		if (ftruncate(fd, (off_t)TABLE_BYTES)) {
+		if (ftruncate(fd, (off_t)STATE_BYTES)) {
 			int e = -errno;
 			close(fd);
 			return e;
 		}
 	} else {
 		struct stat st;
-		if (fstat(fd, &st) || (size_t)st.st_size < TABLE_BYTES)
+		if (fstat(fd, &st) || (size_t)st.st_size < STATE_BYTES)
 			return -EBADF;
 	}
-	void *p = mmap(NULL, TABLE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	void *p = mmap(NULL, STATE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
 		int e = -errno;
 		if (state_fd < 0)
@@ -43,7 +102,22 @@ int ofile_attach(struct kura_fs *fs, int state_fd)
 	}
 	fs->ofiles = p;
 	fs->state_fd = fd;
-	return 0;
+	if (state_fd < 0) {
+		family_new(fs);
+		return 0;
+	}
+	int err = family_join(fs);
+	if (err) {
+		munmap(p, STATE_BYTES);
+		fs->ofiles = NULL;
+		fs->state_fd = -1;
+	}
+	return err;
+}
+
+int kura_owner_fd(kura_fs *fs)
+{
+	return fs->lk.owner_fd;
 }
 
 void ofile_detach(struct kura_fs *fs)
@@ -55,7 +129,7 @@ void ofile_detach(struct kura_fs *fs)
 		if (of)
 			ofile_put(fs, of);
 	}
-	munmap(fs->ofiles, TABLE_BYTES);
+	munmap(fs->ofiles, STATE_BYTES);
 	close(fs->state_fd);
 	fs->ofiles = NULL;
 }
@@ -265,6 +339,14 @@ kura_fs *kura_mount_inherit(const char *pool_path, const struct kura_mount_opts 
 	if (!fs)
 		return NULL;
 	int e = ofile_attach(fs, state_fd);
+	if (e == -ESTALE) {
+		set_error("%s: the inherited descriptions' hold on the pool was lost before the exec, so another "
+			  "process may have freed what they had open: not adopting them", pool_path);
+		fs_close(fs);
+		if (err)
+			*err = e;
+		return NULL;
+	}
 	if (e) {
 		set_error("%s: cannot map the inherited descriptor table: %s", pool_path, strerror(-e));
 		fs_close(fs);

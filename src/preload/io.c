@@ -268,6 +268,11 @@ KP_EXPORT int close(int fd)
 	 * its number could be reused by a real file we would then duplicate. */
 	if (fd >= 0 && fd == kp_template_fd())
 		return 0;
+	/* Nor the family's hold on its open counts: without it, its open
+	 * files would look like a dead process's to other mounts (lock.h). */
+	for (int i = 0; fd >= 0 && i < kp_nmounts; i++)
+		if (kp_mounts[i].fs && fd == kura_owner_fd(kp_mounts[i].fs))
+			return 0;
 	return kp_close(fd);
 }
 
@@ -293,11 +298,14 @@ KP_EXPORT int close_range(unsigned first, unsigned last, int flags)
 		kp_foreach(release_in, &r);
 	}
 	/* Split the range around internal descriptors (ascending order). */
-	unsigned keep[KP_MAX_MOUNTS + 1];
+	unsigned keep[2 * KP_MAX_MOUNTS + 1];
 	int nk = 0;
-	for (int i = 0; i < kp_nmounts; i++)
+	for (int i = 0; i < kp_nmounts; i++) {
 		if (kp_mounts[i].fs && kura_state_fd(kp_mounts[i].fs) >= 0)
 			keep[nk++] = (unsigned)kura_state_fd(kp_mounts[i].fs);
+		if (kp_mounts[i].fs && kura_owner_fd(kp_mounts[i].fs) >= 0)
+			keep[nk++] = (unsigned)kura_owner_fd(kp_mounts[i].fs);
+	}
 	if (kp_template_fd() >= 0)
 		keep[nk++] = (unsigned)kp_template_fd();
 	for (int i = 1; i < nk; i++)

@@ -1,0 +1,191 @@
+/* lock_owner.c — who holds the lock table's open counts (see "Owners" in lock.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include "lock.h"
+
+/* An owner slot being reaped: no generation ever handed out. */
+#define OWNER_REAPED UINT64_MAX
+
+/* The byte an owner's family keeps read-locked.  Past anything the table
+ * maps, though byte locks need no data under them. */
+static off_t owner_byte(uint32_t owner)
+{
+	return (off_t)(1ull << 40) + (off_t)owner;
+}
+
+static int owner_lock(int fd, uint32_t owner, short type, int cmd)
+{
+	struct flock fl = { .l_type = type, .l_whence = SEEK_SET, .l_start = owner_byte(owner), .l_len = 1 };
+	int r;
+	while ((r = fcntl(fd, cmd, &fl)) < 0 && errno == EINTR)
+		;
+	if (r < 0)
+		return -errno;
+	return cmd == F_OFD_GETLK ? fl.l_type != F_UNLCK : 0;
+}
+
+/* Takes slot owner's lock on a description of the table of its own: h->fd
+ * is this process's (lock_fork_child), the new one the family's. */
+static int hold(struct lockh *h, uint32_t owner)
+{
+	char self[64];
+	snprintf(self, sizeof self, "/proc/self/fd/%d", h->fd);
+	int fd = open(self, O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int err = owner_lock(fd, owner, F_RDLCK, F_OFD_SETLK);
+	if (err) {
+		close(fd);
+		return err;
+	}
+	if (h->owner_fd >= 0)
+		close(h->owner_fd);
+	h->owner = owner;
+	h->owner_gen = h->t->owners[owner - 1];
+	h->owner_fd = fd;
+	return 0;
+}
+
+int lock_owner_new(struct lockh *h)
+{
+	struct locktab *t = h->t;
+	uint32_t k = 0;
+	while (k < LOCK_OWNERS && t->owners[k])
+		k++;
+	if (k == LOCK_OWNERS)
+		return -ENOSPC;
+	uint64_t gen = t->owner_gen + 1;
+	if (gen == OWNER_REAPED)
+		gen = 1;
+	t->owners[k] = gen;
+	int err = hold(h, k + 1);
+	if (err) {
+		t->owners[k] = 0;
+		return err;
+	}
+	t->owner_gen = gen;
+	return 0;
+}
+
+int lock_owner_join(struct lockh *h, int inherited_fd, uint32_t owner, uint64_t gen)
+{
+	/* The slot still has its generation only while no reaper has begun on
+	 * it (lock_owner_dead), so every count the family took is still there
+	 * even if, for a moment during the exec, no process held its lock. */
+	int err = owner && owner <= LOCK_OWNERS && h->t->owners[owner - 1] == gen ? hold(h, owner) : -ESTALE;
+	/* The old image's hold: replaced by ours, or worthless. */
+	struct stat a, b;
+	if (inherited_fd >= 0 && inherited_fd != h->owner_fd && !fstat(inherited_fd, &a) && !fstat(h->fd, &b) &&
+	    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+		close(inherited_fd);
+	return err;
+}
+
+uint32_t lock_owner_dead(struct lockh *h)
+{
+	for (uint32_t k = 0; k < LOCK_OWNERS; k++) {
+		uint64_t *gen = &h->t->owners[k];
+		/* Asked from h->fd, our own owner's lock (on owner_fd) conflicts too. */
+		if (*gen == OWNER_REAPED ||
+		    (*gen && k + 1 != h->owner && owner_lock(h->fd, k + 1, F_WRLCK, F_OFD_GETLK) == 0)) {
+			/* Dead for good: an exec'd image of the family may no
+			 * longer adopt it (lock_owner_join). */
+			*gen = OWNER_REAPED;
+			return k + 1;
+		}
+	}
+	return 0;
+}
+
+void lock_owner_free(struct lockh *h, uint32_t owner)
+{
+	if (owner && owner <= LOCK_OWNERS)
+		h->t->owners[owner - 1] = 0;
+}
+
+/* ---- the ledger: an open-addressed table keyed by (inode, owner) ---------- */
+
+static size_t home(uint64_t ino, uint64_t owner)
+{
+	return (size_t)(((ino ^ (owner << 48)) * 0x9e3779b97f4a7c15ull) >> 40) & (LOCK_LEDGER_SLOTS - 1);
+}
+
+static size_t next(size_t i)
+{
+	return (i + 1) & (LOCK_LEDGER_SLOTS - 1);
+}
+
+static size_t find(const struct locktab *t, uint64_t ino, uint64_t owner)
+{
+	size_t i = home(ino, owner);
+	for (size_t n = 0; n < LOCK_LEDGER_SLOTS; n++, i = next(i))
+		if ((t->ledger[i].ino == ino && t->ledger[i].owner == owner) || t->ledger[i].owner == 0)
+			return i;
+	return LOCK_LEDGER_SLOTS;
+}
+
+/* Backward-shift deletion, as the open slots do (lock.c). */
+static void delete_at(struct locktab *t, size_t i)
+{
+	size_t hole = i;
+	for (size_t j = next(i); t->ledger[j].owner; j = next(j)) {
+		size_t h = home(t->ledger[j].ino, t->ledger[j].owner);
+		if (((j - h) & (LOCK_LEDGER_SLOTS - 1)) >= ((j - hole) & (LOCK_LEDGER_SLOTS - 1))) {
+			t->ledger[hole] = t->ledger[j];
+			hole = j;
+		}
+	}
+	memset(&t->ledger[hole], 0, sizeof t->ledger[hole]);
+	t->ledger_used--;
+}
+
+int lock_ledger_add(struct lockh *h, uint64_t ino, int64_t opens, int64_t maps)
+{
+	struct locktab *t = h->t;
+	if (!h->owner)
+		return 0;
+	size_t i = find(t, ino, h->owner);
+	if (i == LOCK_LEDGER_SLOTS)
+		return opens > 0 ? -ENFILE : 0;
+	struct lock_ledger *e = &t->ledger[i];
+	if (!e->owner) {
+		if (opens <= 0)
+			return 0; /* nothing recorded to take from */
+		if (t->ledger_used >= LOCK_LEDGER_SLOTS / 4 * 3)
+			return -ENFILE;
+		e->ino = ino;
+		e->owner = h->owner;
+		t->ledger_used++;
+	}
+	/* Never below zero: a count taken before this owner existed (none is,
+	 * but a wrong subtraction here would later free a file in use). */
+	e->opens = opens < 0 && (uint64_t)-opens > e->opens ? 0 : e->opens + (uint64_t)opens;
+	e->maps = maps < 0 && (uint64_t)-maps > e->maps ? 0 : e->maps + (uint64_t)maps;
+	if (!e->opens)
+		delete_at(t, i);
+	return 0;
+}
+
+int lock_owner_take(struct lockh *h, uint32_t owner, struct lock_ledger *e, size_t *cursor)
+{
+	struct locktab *t = h->t;
+	/* A deletion shifts later entries back into the hole, never before the
+	 * cursor except across the wrap, so one pass and one more from the
+	 * start find them all. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (; *cursor < LOCK_LEDGER_SLOTS; (*cursor)++)
+			if (t->ledger[*cursor].owner == owner) {
+				*e = t->ledger[*cursor];
+				delete_at(t, *cursor);
+				return 1;
+			}
+		*cursor = 0;
+	}
+	return 0;
+}
