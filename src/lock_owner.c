@@ -78,12 +78,22 @@ int lock_owner_join(struct lockh *h, int inherited_fd, uint32_t owner, uint64_t 
 	/* The slot still has its generation only while no reaper has begun on
 	 * it (lock_owner_dead), so every count the family took is still there
 	 * even if, for a moment during the exec, no process held its lock. */
-	int err = owner && owner <= LOCK_OWNERS && h->t->owners[owner - 1] == gen ? hold(h, owner) : -ESTALE;
-	/* The old image's hold: replaced by ours, or worthless. */
+	int live = owner && owner <= LOCK_OWNERS && h->t->owners[owner - 1] == gen;
+	int err = live ? hold(h, owner) : -ESTALE;
 	struct stat a, b;
-	if (inherited_fd >= 0 && inherited_fd != h->owner_fd && !fstat(inherited_fd, &a) && !fstat(h->fd, &b) &&
-	    a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-		close(inherited_fd);
+	if (inherited_fd < 0 || inherited_fd == h->owner_fd || fstat(inherited_fd, &a) || fstat(h->fd, &b) ||
+	    a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+		return err; /* not the table's: not ours to close */
+	if (err && live) {
+		/* No description of our own (out of descriptors, say): the
+		 * old image's, which holds the lock, serves. */
+		fcntl(inherited_fd, F_SETFD, FD_CLOEXEC);
+		h->owner = owner;
+		h->owner_gen = gen;
+		h->owner_fd = inherited_fd;
+		return 0;
+	}
+	close(inherited_fd); /* replaced by ours, or a hold on nothing */
 	return err;
 }
 
