@@ -422,7 +422,7 @@ void kura_fork_child(kura_fs *fs);
  * mount stays usable by this process until it exits.  0 or -errno. */
 int kura_release(kura_fs *fs);
 /* Across exec: kura_state_fd() is a memfd holding the open file
- * descriptions (not close-on-exec); a descriptor's description has a stable
+ * descriptions (kura_exec_prepare() keeps it open); a descriptor's description has a stable
  * id (kura_fd_export).  The new image mounts with kura_mount_inherit() and
  * adopts each id with kura_fd_import(), taking over the reference the old
  * image held.  Descriptors that must not survive exec are kura_close()d
@@ -431,12 +431,18 @@ int kura_state_fd(kura_fs *fs);
 /* The family's hold on its open counts in the pool's lock table: while
  * any process keeps this descriptor, other mounts know the family's files
  * are open; once none does they take its counts back and free the unlinked
- * files it held (a killed process closes nothing).  Keep it open across the
- * same exec as kura_state_fd() (else, if the exec'ing process is the
- * family's last, kura_mount_inherit may fail with -ESTALE), and never
- * close it otherwise; -1 if the mount has none (its counts then last
- * until the pool's last mount). */
+ * files it held (a killed process closes nothing).  Never close it; -1 if
+ * the mount has none (its counts then last until the pool's last mount). */
 int kura_owner_fd(kura_fs *fs);
+/* Just before an exec that hands the descriptions over: keeps
+ * kura_state_fd() and kura_owner_fd() open across it, and holds the pool's
+ * shared table for the new image.  Without it, if the exec'ing process is
+ * the last to have the pool mounted, a mount in between may reclaim the
+ * unlinked files it held, and kura_mount_inherit then fails with -ESTALE
+ * rather than adopt them.  kura_exec_failed() undoes it when the exec
+ * returns. */
+void kura_exec_prepare(kura_fs *fs);
+void kura_exec_failed(kura_fs *fs);
 long kura_fd_export(kura_fs *fs, int fd);
 kura_fs *kura_mount_inherit(const char *pool_path, const struct kura_mount_opts *opts, int state_fd, int *err);
 int kura_fd_import(kura_fs *fs, long id);

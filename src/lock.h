@@ -158,6 +158,13 @@ int lock_owner_new(struct lockh *h);
  * reaper has begun on it (its counts may be gone: see ofile.c).  The old
  * image's descriptor, inherited_fd (or -1), is closed either way. */
 int lock_owner_join(struct lockh *h, int inherited_fd, uint32_t owner, uint64_t gen);
+/* Around an exec that hands the family over (on: before it; off: after
+ * it failed).  The owner's descriptor stays open across it, so that the
+ * family does not look dead, and holds a shared flock on the table, so
+ * that no mount in between finds itself alone: it would rebuild the table
+ * and reclaim every orphan, the files the new image is about to adopt
+ * among them.  lock_owner_join lets go of the flock. */
+void lock_owner_bridge(struct lockh *h, int on);
 /* A dead owner (slot + 1), marked so that no exec'd image adopts it any
  * more; 0 if none.  Its counts are still in the table. */
 uint32_t lock_owner_dead(struct lockh *h);

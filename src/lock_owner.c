@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "lock.h"
@@ -84,6 +85,10 @@ int lock_owner_join(struct lockh *h, int inherited_fd, uint32_t owner, uint64_t 
 	if (inherited_fd < 0 || inherited_fd == h->owner_fd || fstat(inherited_fd, &a) || fstat(h->fd, &b) ||
 	    a.st_dev != b.st_dev || a.st_ino != b.st_ino)
 		return err; /* not the table's: not ours to close */
+	/* The bridge's flock (lock_owner_bridge) has done its work: this
+	 * image holds the table itself now. */
+	while (flock(inherited_fd, LOCK_UN) && errno == EINTR)
+		;
 	if (err && live) {
 		/* No description of our own (out of descriptors, say): the
 		 * old image's, which holds the lock, serves. */
@@ -95,6 +100,15 @@ int lock_owner_join(struct lockh *h, int inherited_fd, uint32_t owner, uint64_t 
 	}
 	close(inherited_fd); /* replaced by ours, or a hold on nothing */
 	return err;
+}
+
+void lock_owner_bridge(struct lockh *h, int on)
+{
+	if (h->owner_fd < 0)
+		return;
+	fcntl(h->owner_fd, F_SETFD, on ? 0 : FD_CLOEXEC);
+	while (flock(h->owner_fd, on ? LOCK_SH : LOCK_UN) && errno == EINTR)
+		;
 }
 
 uint32_t lock_owner_dead(struct lockh *h)

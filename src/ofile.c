@@ -1,5 +1,6 @@
 /* ofile.c — the shared table of open file descriptions (see ofile.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -118,6 +119,18 @@ int ofile_attach(struct kura_fs *fs, int state_fd)
 int kura_owner_fd(kura_fs *fs)
 {
 	return fs->lk.owner_fd;
+}
+
+void kura_exec_prepare(kura_fs *fs)
+{
+	fcntl(fs->state_fd, F_SETFD, 0);
+	lock_owner_bridge(&fs->lk, 1);
+}
+
+void kura_exec_failed(kura_fs *fs)
+{
+	fcntl(fs->state_fd, F_SETFD, FD_CLOEXEC);
+	lock_owner_bridge(&fs->lk, 0);
 }
 
 void ofile_detach(struct kura_fs *fs)

@@ -59,6 +59,38 @@ def test_forked_child_lets_go_of_inherited_files(env, tmp_path):
     assert r.stdout == "exit space back: True\n_exit space back: True\n", r.stdout + r.stderr
 
 
+HOP = r"""
+import os, sys
+left = int(sys.argv[1])
+if os.pread(3, 64, 0) != b"held by the last process of its family\n":
+    print("lost at", left)
+    sys.exit(1)
+if left == 0:
+    print("kept")
+    sys.exit(0)
+os.execv(sys.executable, [sys.executable, __file__, str(left - 1)])
+"""
+
+
+def test_exec_keeps_the_last_process_files(env, tmp_path):
+    """A process alone in its family execs, again and again, holding an
+    unlinked file open, while other processes mount the pool: each of them
+    takes a dead family's counts back (reap.h).  The exec hands the family's
+    lock over, so none may find it dead in between and free the file."""
+    prog = tmp_path / "hop.py"
+    prog.write_text(HOP)
+    base, e = make_base(env, "kura", "exechop")
+    mounters = subprocess.Popen(["bash", "-c", f"while :; do stat {base} >/dev/null; done"], env=e)
+    try:
+        r = subprocess.run(["bash", "-c", f"exec 3<>{base}/f && echo 'held by the last process of its family' >&3 "
+                            f"&& rm {base}/f && exec python3 {prog} 30"],
+                           env=e, capture_output=True, text=True, timeout=120)
+    finally:
+        mounters.kill()
+        mounters.wait()
+    assert (r.returncode, r.stdout) == (0, "kept\n"), r.stdout + r.stderr
+
+
 DEVICES = r"""
 cd "$B"
 mknod null c 1 3 && mknod zero c 1 5 && mknod ro c 1 5 && chmod 444 ro

@@ -148,7 +148,7 @@ static void test_exec_handover(kura_fs *fs, const char *self)
 	if (pid == 0) {
 		kura_fork_child(fs);
 		int sfd = kura_state_fd(fs);
-		fcntl(sfd, F_SETFD, 0); /* hand the table over to the new image */
+		kura_exec_prepare(fs); /* hand the table over to the new image */
 		char s1[16], s2[24];
 		snprintf(s1, sizeof s1, "%d", sfd);
 		snprintf(s2, sizeof s2, "%ld", id);

@@ -175,15 +175,6 @@ static void unhide_all(void)
 	nhid = 0;
 }
 
-/* The state memfd and the family's hold on its open counts (kura.h):
- * kept across the exec that hands the descriptions over, and only it. */
-static void handover_fds(kura_fs *fs, int fd_flags)
-{
-	REAL(fcntl)(kura_state_fd(fs), F_SETFD, fd_flags);
-	if (kura_owner_fd(fs) >= 0)
-		REAL(fcntl)(kura_owner_fd(fs), F_SETFD, fd_flags);
-}
-
 struct inh {
 	struct sbuf *b;
 	int mnt;
@@ -312,7 +303,7 @@ char **kp_build_env(char *const *envp, int keep_cloexec)
 		if (!h.any)
 			b.len = mark; /* nothing to hand over from this mount */
 		else /* the engine keeps them close-on-exec except for this hand-over */
-			handover_fds(kp_mounts[m].fs, 0);
+			kura_exec_prepare(kp_mounts[m].fs);
 		if (b.p)
 			b.p[b.len] = '\0';
 	}
@@ -340,7 +331,7 @@ void kp_exec_failed(char **env)
 	int er = errno;
 	for (int m = 0; m < kp_nmounts; m++)
 		if (kp_mounts[m].fs)
-			handover_fds(kp_mounts[m].fs, FD_CLOEXEC);
+			kura_exec_failed(kp_mounts[m].fs);
 	unhide_all();
 	free(env);
 	kp_map_exec(1);
