@@ -44,6 +44,7 @@ struct locktab {
 	/* Who holds the counts above (see "Owners" below). */
 	uint64_t owner_gen;                      /* the last generation handed out */
 	uint64_t owners[LOCK_OWNERS];            /* slot k's generation; 0: free */
+	uint32_t owner_entries[LOCK_OWNERS];     /* slot k's ledger entries: most owners die with none */
 	uint64_t ledger_used;
 	struct lock_ledger {
 		uint64_t ino, owner;             /* owner: slot + 1; 0 marks an empty entry */
@@ -168,10 +169,13 @@ void lock_owner_bridge(struct lockh *h, int on);
 /* A dead owner (slot + 1), marked so that no exec'd image adopts it any
  * more; 0 if none.  Its counts are still in the table. */
 uint32_t lock_owner_dead(struct lockh *h);
+/* How many ledger entries an owner has. */
+uint32_t lock_owner_entries(const struct lockh *h, uint32_t owner);
 /* Takes one of a dead owner's ledger entries out (1), or finds none (0);
  * *cursor starts at 0 and carries the scan from call to call.  The counts
  * stay in the inode's slot: lock_drop takes them. */
 int lock_owner_take(struct lockh *h, uint32_t owner, struct lock_ledger *e, size_t *cursor);
+/* Frees a dead owner's slot (one lock_owner_dead marked; no other). */
 void lock_owner_free(struct lockh *h, uint32_t owner);
 /* Subtracts a dead owner's counts from ino's slot (maps are also opens). */
 void lock_drop(struct lockh *h, uint64_t ino, uint64_t opens, uint64_t maps);

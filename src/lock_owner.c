@@ -127,10 +127,24 @@ uint32_t lock_owner_dead(struct lockh *h)
 	return 0;
 }
 
+static int reaped(const struct lockh *h, uint32_t owner)
+{
+	return owner && owner <= LOCK_OWNERS && h->t->owners[owner - 1] == OWNER_REAPED;
+}
+
+/* Only a slot marked reaped: between two reapers' transactions the slot
+ * may have been freed and handed to a new family. */
 void lock_owner_free(struct lockh *h, uint32_t owner)
 {
-	if (owner && owner <= LOCK_OWNERS)
+	if (reaped(h, owner)) {
 		h->t->owners[owner - 1] = 0;
+		h->t->owner_entries[owner - 1] = 0;
+	}
+}
+
+uint32_t lock_owner_entries(const struct lockh *h, uint32_t owner)
+{
+	return owner && owner <= LOCK_OWNERS ? h->t->owner_entries[owner - 1] : 0;
 }
 
 /* ---- the ledger: an open-addressed table keyed by (inode, owner) ---------- */
@@ -169,6 +183,12 @@ static void delete_at(struct locktab *t, size_t i)
 	t->ledger_used--;
 }
 
+static void entry_gone(struct locktab *t, uint64_t owner)
+{
+	if (owner && owner <= LOCK_OWNERS && t->owner_entries[owner - 1])
+		t->owner_entries[owner - 1]--;
+}
+
 int lock_ledger_add(struct lockh *h, uint64_t ino, int64_t opens, int64_t maps)
 {
 	struct locktab *t = h->t;
@@ -186,19 +206,25 @@ int lock_ledger_add(struct lockh *h, uint64_t ino, int64_t opens, int64_t maps)
 		e->ino = ino;
 		e->owner = h->owner;
 		t->ledger_used++;
+		t->owner_entries[h->owner - 1]++;
 	}
 	/* Never below zero: a count taken before this owner existed (none is,
 	 * but a wrong subtraction here would later free a file in use). */
 	e->opens = opens < 0 && (uint64_t)-opens > e->opens ? 0 : e->opens + (uint64_t)opens;
 	e->maps = maps < 0 && (uint64_t)-maps > e->maps ? 0 : e->maps + (uint64_t)maps;
-	if (!e->opens)
+	if (!e->opens) {
 		delete_at(t, i);
+		entry_gone(t, h->owner);
+	}
 	return 0;
 }
 
 int lock_owner_take(struct lockh *h, uint32_t owner, struct lock_ledger *e, size_t *cursor)
 {
 	struct locktab *t = h->t;
+	/* Scanning the ledger costs more than all else a mount does. */
+	if (!reaped(h, owner) || !t->owner_entries[owner - 1])
+		return 0;
 	/* A deletion shifts later entries back into the hole, never before the
 	 * cursor except across the wrap, so one pass and one more from the
 	 * start find them all. */
@@ -207,6 +233,7 @@ int lock_owner_take(struct lockh *h, uint32_t owner, struct lock_ledger *e, size
 			if (t->ledger[*cursor].owner == owner) {
 				*e = t->ledger[*cursor];
 				delete_at(t, *cursor);
+				entry_gone(t, owner);
 				return 1;
 			}
 		*cursor = 0;

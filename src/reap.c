@@ -32,28 +32,31 @@ void reap_dead_owners(struct kura_fs *fs)
 {
 	if (fs->read_only || fs->m.io_err)
 		return;
-	/* Every mount asks: usually no one died, and a look costs no transaction. */
-	fs_lock_for_read(fs);
-	uint32_t any = lock_owner_dead(&fs->lk);
-	fs_unlock_for_read(fs);
-	if (!any)
-		return;
 	/* Bounded: each round frees an owner or one of its files, and a
 	 * table holds at most LOCK_OWNERS owners and their ledger entries. */
 	for (unsigned round = 0; round < LOCK_OWNERS + LOCK_LEDGER_SLOTS; round++) {
+		/* Most owners end with every file closed: their slots are
+		 * freed without a transaction. */
+		fs_lock_for_read(fs);
+		uint32_t owner = lock_owner_dead(&fs->lk);
+		int empty = owner && !lock_owner_entries(&fs->lk, owner);
+		if (empty)
+			lock_owner_free(&fs->lk, owner);
+		fs_unlock_for_read(fs);
+		if (!owner)
+			return;
+		if (empty)
+			continue;
 		if (fs_begin(fs))
 			return;
-		uint32_t owner = lock_owner_dead(&fs->lk);
-		if (owner) {
-			struct lock_ledger e;
-			size_t cursor = 0;
-			int more = 0;
-			while (!more && lock_owner_take(&fs->lk, owner, &e, &cursor))
-				more = give_back(fs, &e);
-			if (!more)
-				lock_owner_free(&fs->lk, owner);
-		}
-		if (fs_end(fs, 0) || !owner)
+		struct lock_ledger e;
+		size_t cursor = 0;
+		int more = 0;
+		while (!more && lock_owner_take(&fs->lk, owner, &e, &cursor))
+			more = give_back(fs, &e);
+		if (!more)
+			lock_owner_free(&fs->lk, owner);
+		if (fs_end(fs, 0))
 			return;
 	}
 }
