@@ -167,8 +167,6 @@ void lock_release(struct lockh *h)
 	pthread_mutex_unlock(&h->t->mutex);
 }
 
-static uint64_t slot_dec(struct lockh *h, uint64_t ino);
-
 static size_t open_slot(uint64_t ino)
 {
 	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 40) & (LOCK_OPEN_SLOTS - 1);
@@ -183,66 +181,33 @@ static size_t find(const struct locktab *t, uint64_t ino)
 	return LOCK_OPEN_SLOTS;
 }
 
-static int slot_inc(struct lockh *h, uint64_t ino)
+/* The slot counting ino, or LOCK_OPEN_SLOTS if it has none. */
+static size_t slot_of(const struct locktab *t, uint64_t ino)
 {
-	struct locktab *t = h->t;
+	size_t i = find(t, ino);
+	return i < LOCK_OPEN_SLOTS && t->open[i].ino == ino ? i : LOCK_OPEN_SLOTS;
+}
+
+/* One more count for ino: its slot, or LOCK_OPEN_SLOTS when full. */
+static size_t slot_inc(struct locktab *t, uint64_t ino)
+{
 	size_t i = find(t, ino);
 	if (i == LOCK_OPEN_SLOTS)
-		return -ENFILE;
+		return i;
 	if (t->open[i].ino == 0) {
 		/* Keep a quarter free so probes stay short and always terminate. */
 		if (t->open_used >= LOCK_OPEN_SLOTS / 4 * 3)
-			return -ENFILE;
+			return LOCK_OPEN_SLOTS;
 		t->open[i].ino = ino;
 		t->open_used++;
 	}
 	t->open[i].count++;
-	return 0;
+	return i;
 }
 
-uint64_t lock_open_count(const struct lockh *h, uint64_t ino)
+/* One count fewer in slot i; returns those left, emptying the slot at 0. */
+static uint64_t dec_at(struct locktab *t, size_t i)
 {
-	size_t i = find(h->t, ino);
-	return i < LOCK_OPEN_SLOTS && h->t->open[i].ino == ino ? h->t->open[i].count : 0;
-}
-
-int lock_open_inc(struct lockh *h, uint64_t ino)
-{
-	int err = slot_inc(h, ino);
-	if (!err && (err = lock_ledger_add(h, ino, 1, 0)))
-		slot_dec(h, ino);
-	return err;
-}
-
-uint64_t lock_open_dec(struct lockh *h, uint64_t ino)
-{
-	if (!lock_slot(h, ino))
-		return 0;
-	lock_ledger_add(h, ino, -1, 0);
-	return slot_dec(h, ino);
-}
-
-void lock_drop(struct lockh *h, uint64_t ino, uint64_t opens, uint64_t maps)
-{
-	struct lock_open_slot *s = lock_slot(h, ino);
-	if (!s)
-		return;
-	uint64_t m = maps < s->maps ? maps : s->maps;
-	s->maps -= m;
-	h->t->maps_total -= m;
-	uint64_t n = opens < s->count ? opens : s->count;
-	if (n) {
-		s->count -= n - 1;
-		slot_dec(h, ino);
-	}
-}
-
-static uint64_t slot_dec(struct lockh *h, uint64_t ino)
-{
-	struct locktab *t = h->t;
-	size_t i = find(t, ino);
-	if (i == LOCK_OPEN_SLOTS || t->open[i].ino != ino)
-		return 0;
 	if (--t->open[i].count)
 		return t->open[i].count;
 	/* Backward-shift deletion keeps every remaining key reachable without tombstones. */
@@ -259,37 +224,85 @@ static uint64_t slot_dec(struct lockh *h, uint64_t ino)
 	return 0;
 }
 
+/* An open (map 0) or a shared map (map 1, also an open), in the slot and
+ * in this owner's ledger entry, or in neither. */
+static int count_in(struct lockh *h, uint64_t ino, int map)
+{
+	struct locktab *t = h->t;
+	size_t i = slot_inc(t, ino);
+	if (i == LOCK_OPEN_SLOTS)
+		return -ENFILE;
+	int err = lock_ledger_add(h, ino, 1, map);
+	if (err) {
+		dec_at(t, i);
+		return err;
+	}
+	t->open[i].maps += (uint64_t)map;
+	t->maps_total += (uint64_t)map;
+	return 0;
+}
+
+int lock_open_inc(struct lockh *h, uint64_t ino)
+{
+	return count_in(h, ino, 0);
+}
+
+uint64_t lock_open_count(const struct lockh *h, uint64_t ino)
+{
+	size_t i = slot_of(h->t, ino);
+	return i < LOCK_OPEN_SLOTS ? h->t->open[i].count : 0;
+}
+
+uint64_t lock_open_dec(struct lockh *h, uint64_t ino)
+{
+	size_t i = slot_of(h->t, ino);
+	if (i == LOCK_OPEN_SLOTS)
+		return 0;
+	lock_ledger_add(h, ino, -1, 0);
+	return dec_at(h->t, i);
+}
+
+void lock_drop(struct lockh *h, uint64_t ino, uint64_t opens, uint64_t maps)
+{
+	size_t i = slot_of(h->t, ino);
+	if (i == LOCK_OPEN_SLOTS)
+		return;
+	struct lock_open_slot *s = &h->t->open[i];
+	uint64_t m = maps < s->maps ? maps : s->maps;
+	s->maps -= m;
+	h->t->maps_total -= m;
+	uint64_t n = opens < s->count ? opens : s->count;
+	if (n) {
+		s->count -= n - 1;
+		dec_at(h->t, i);
+	}
+}
+
 struct lock_open_slot *lock_slot(struct lockh *h, uint64_t ino)
 {
-	size_t i = find(h->t, ino);
-	return i < LOCK_OPEN_SLOTS && h->t->open[i].ino == ino ? &h->t->open[i] : NULL;
+	size_t i = slot_of(h->t, ino);
+	return i < LOCK_OPEN_SLOTS ? &h->t->open[i] : NULL;
 }
 
 int lock_map_inc(struct lockh *h, uint64_t ino)
 {
-	int err = lock_open_inc(h, ino);
-	if (!err) {
-		lock_slot(h, ino)->maps++;
-		h->t->maps_total++;
-		lock_ledger_add(h, ino, 0, 1); /* the entry exists: cannot fail */
-	}
-	return err;
+	return count_in(h, ino, 1);
 }
 
 uint64_t lock_map_dec(struct lockh *h, uint64_t ino)
 {
-	struct lock_open_slot *s = lock_slot(h, ino);
-	if (!s || !s->maps)
+	size_t i = slot_of(h->t, ino);
+	if (i == LOCK_OPEN_SLOTS || !h->t->open[i].maps)
 		return 0;
-	uint64_t left = --s->maps;
+	uint64_t left = --h->t->open[i].maps;
 	h->t->maps_total--;
-	lock_ledger_add(h, ino, 0, -1);
-	lock_open_dec(h, ino);
+	lock_ledger_add(h, ino, -1, -1);
+	dec_at(h->t, i);
 	return left;
 }
 
 uint64_t lock_maps(const struct lockh *h, uint64_t ino)
 {
-	size_t i = find(h->t, ino);
-	return i < LOCK_OPEN_SLOTS && h->t->open[i].ino == ino ? h->t->open[i].maps : 0;
+	size_t i = slot_of(h->t, ino);
+	return i < LOCK_OPEN_SLOTS ? h->t->open[i].maps : 0;
 }

@@ -37,16 +37,14 @@ static struct ofile_family *family(struct kura_fs *fs)
  * if the family is killed, as they did before owners existed. */
 static void family_new(struct kura_fs *fs)
 {
-	if (!fs->mounted_alone)
-		reap_dead_owners(fs);
-	fs_lock_for_read(fs);
-	int err = lock_owner_new(&fs->lk);
-	fs_unlock_for_read(fs);
-	if (err == -ENOSPC) {
-		reap_dead_owners(fs);
+	for (int try = 0; try < 2; try++) {
+		if (try || !fs->mounted_alone)
+			reap_dead_owners(fs);
 		fs_lock_for_read(fs);
-		lock_owner_new(&fs->lk);
+		int err = lock_owner_new(&fs->lk);
 		fs_unlock_for_read(fs);
+		if (err != -ENOSPC)
+			break;
 	}
 	struct ofile_family *f = family(fs);
 	f->owner = fs->lk.owner;
@@ -54,11 +52,12 @@ static void family_new(struct kura_fs *fs)
 	f->owner_fd = fs->lk.owner_fd;
 }
 
-/* An exec'd image: the old image's owner, whose lock the inherited
- * descriptor kept through the exec.  Without it (the table was rebuilt,
- * when this mount is alone; or the program closed the descriptor) the
- * counts of the inherited descriptions may be gone: a mount that is alone
- * counts them again (kura_mount_inherit), any other must not use them. */
+/* An exec'd image: the old image's owner, unless a reaper has begun on it
+ * (the exec'ing process was its family's last and the exec was not
+ * prepared: kura_exec_prepare) or the table was rebuilt (this mount is
+ * alone).  The counts of the inherited descriptions may then be gone: a
+ * mount that is alone counts them again (kura_mount_inherit), any other
+ * must not use them. */
 static int family_join(struct kura_fs *fs)
 {
 	struct ofile_family *f = family(fs);
