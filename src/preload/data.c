@@ -64,6 +64,10 @@ KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 }
 
 ssize_t kp_read(int fd, void *buf, size_t n) { return read(fd, buf, n); }
+/* glibc exports __read, __write, __pread64, __pwrite64, __lseek, __open,
+ * __open64, __fcntl, __dup2 and __statfs (GLIBC_2.2.5) as other names of
+ * the calls; a binary linked against them would reach the kernel. */
+KP_EXPORT ssize_t __read(int fd, void *buf, size_t n) { return read(fd, buf, n); }
 
 KP_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 {
@@ -83,6 +87,7 @@ KP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 }
 
 ssize_t kp_write(int fd, const void *buf, size_t n) { return write(fd, buf, n); }
+KP_EXPORT ssize_t __write(int fd, const void *buf, size_t n) { return write(fd, buf, n); }
 
 KP_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 {
@@ -93,6 +98,7 @@ KP_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 	return kp_ret(kp_noted(e, kura_pread(FS(e), e->kfd, buf, n, off), 1, IN_ACCESS));
 }
 KP_EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off) { return pread(fd, buf, n, off); }
+KP_EXPORT ssize_t __pread64(int fd, void *buf, size_t n, off_t off) { return pread(fd, buf, n, off); }
 KP_EXPORT ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t bl) { (void)bl; return pread(fd, buf, n, off); }
 KP_EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off_t off, size_t bl) { (void)bl; return pread(fd, buf, n, off); }
 
@@ -107,6 +113,7 @@ KP_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 	return kp_ret(kp_noted(e, group_wrote(e, kura_pwrite(FS(e), e->kfd, buf, n, off), off), 1, IN_MODIFY));
 }
 KP_EXPORT ssize_t pwrite64(int fd, const void *buf, size_t n, off_t off) { return pwrite(fd, buf, n, off); }
+KP_EXPORT ssize_t __pwrite64(int fd, const void *buf, size_t n, off_t off) { return pwrite(fd, buf, n, off); }
 
 /* Vectors: gathered into one buffer when small so that an O_APPEND record
  * stays one write; otherwise element by element. off < 0: current offset. */
@@ -209,6 +216,7 @@ KP_EXPORT off_t lseek(int fd, off_t off, int whence)
 	return kp_ret(kura_lseek(FS(e), e->kfd, off, whence));
 }
 KP_EXPORT off_t lseek64(int fd, off_t off, int whence) { return lseek(fd, off, whence); }
+KP_EXPORT off_t __lseek(int fd, off_t off, int whence) { return lseek(fd, off, whence); }
 off_t kp_lseek(int fd, off_t off, int whence) { return lseek(fd, off, whence); }
 
 /* Copies between descriptors when one end is kura: a plain loop, since the

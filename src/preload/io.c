@@ -214,14 +214,11 @@ KP_EXPORT int open(const char *path, int flags, ...)
 	return do_openat(AT_FDCWD, path, flags, m);
 }
 
-KP_EXPORT int open64(const char *path, int flags, ...)
-{
-	va_list ap;
-	va_start(ap, flags);
-	mode_t m = va_mode(flags, ap);
-	va_end(ap);
-	return do_openat(AT_FDCWD, path, flags, m);
-}
+/* The same call under glibc's other names: open64, and __open and __open64
+ * (data.c says why those). */
+KP_EXPORT int open64(const char *path, int flags, ...) __attribute__((alias("open"), copy(open)));
+KP_EXPORT int __open(const char *path, int flags, ...) __attribute__((alias("open"), copy(open)));
+KP_EXPORT int __open64(const char *path, int flags, ...) __attribute__((alias("open"), copy(open)));
 
 KP_EXPORT int openat(int dirfd, const char *path, int flags, ...)
 {
@@ -394,6 +391,7 @@ static int do_dup3(int old, int new, int flags, int is2)
 }
 
 KP_EXPORT int dup2(int old, int new) { return do_dup3(old, new, 0, 1); }
+KP_EXPORT int __dup2(int old, int new) { return do_dup3(old, new, 0, 1); }
 KP_EXPORT int dup3(int old, int new, int flags) { return do_dup3(old, new, flags, 0); }
 
 /* ---- fcntl ---- */
@@ -462,6 +460,9 @@ KP_EXPORT int fcntl64(int fd, int cmd, ...)
 	va_end(ap);
 	return do_fcntl(fd, cmd, arg, 1);
 }
+
+/* glibc's __fcntl is its fcntl64 (data.c says why it is here). */
+KP_EXPORT int __fcntl(int fd, int cmd, ...) __attribute__((alias("fcntl64")));
 
 KP_EXPORT int flock(int fd, int op)
 {

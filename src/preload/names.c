@@ -651,6 +651,7 @@ KP_EXPORT int statfs(const char *p, struct statfs *sf)
 	return 0;
 }
 KP_EXPORT int statfs64(const char *p, struct statfs64 *sf) { return statfs(p, (struct statfs *)sf); }
+KP_EXPORT int __statfs(const char *p, struct statfs *sf) { return statfs(p, sf); }
 
 static long kura_conf(int name)
 {
