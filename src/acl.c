@@ -114,7 +114,7 @@ int acl_check_value(const void *value, size_t size, int is_default, int *minimal
 
 int acl_permission(const struct kura_fs *fs, uint64_t ino, const struct kura_inode *ip, int want)
 {
-	static __thread uint8_t buf[KURA_BLOCK];
+	uint8_t buf[KURA_BLOCK];
 	ssize_t size = xattr_get_raw(fs, ino, XATTR_ACL_ACCESS, buf, sizeof buf);
 	const struct acl_entry *e;
 	size_t n;
@@ -162,7 +162,7 @@ static void apply_mode(uint8_t *value, size_t size, mode_t mode)
 
 int acl_chmod(struct kura_fs *fs, uint64_t ino, mode_t mode)
 {
-	static __thread uint8_t buf[KURA_BLOCK];
+	uint8_t buf[KURA_BLOCK];
 	const struct kura_inode *ip = ino_get(fs, ino);
 	if (!ip || !(ip->iflags & INODE_ACL))
 		return 0;
@@ -195,7 +195,7 @@ static mode_t create_masq(uint8_t *value, size_t size, mode_t mode, int *minimal
 
 int acl_inherit(struct kura_fs *fs, uint64_t dir, uint64_t ino, mode_t *mode)
 {
-	static __thread uint8_t buf[KURA_BLOCK];
+	uint8_t buf[KURA_BLOCK];
 	const struct kura_inode *dp = ino_get(fs, dir);
 	if (!dp || !(dp->iflags & INODE_DEFACL))
 		return 0;

@@ -384,7 +384,9 @@ static int copy_current(int fd, int pool_fd, const struct kura_super *sb)
 static int copy_range(int pool_fd, int copy_fd, off_t at, off_t end)
 {
 	static int no_copy_range, no_sendfile;
-	static __thread char buf[1 << 16];
+	enum { BUF = 1 << 16 };
+	char *buf = NULL; /* the last resort's, on the heap: see jn_checkpoint */
+	int err = 0;
 	while (at < end) {
 		loff_t in = at, out = at;
 		size_t left = (size_t)(end - at);
@@ -393,34 +395,47 @@ static int copy_range(int pool_fd, int copy_fd, off_t at, off_t end)
 			n = copy_file_range(pool_fd, &in, copy_fd, &out, left, 0);
 			if (n < 0 && errno == EINTR)
 				continue;
-			if (n < 0 && errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-				return -errno;
+			if (n < 0 && errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
+				err = -errno;
+				break;
+			}
 			if (n < 0)
 				__atomic_store_n(&no_copy_range, 1, __ATOMIC_RELAXED);
 		}
 		if (n <= 0 && !__atomic_load_n(&no_sendfile, __ATOMIC_RELAXED)) {
 			off_t from = at;
-			if (lseek(copy_fd, at, SEEK_SET) != at)
-				return -errno;
+			if (lseek(copy_fd, at, SEEK_SET) != at) {
+				err = -errno;
+				break;
+			}
 			n = sendfile(copy_fd, pool_fd, &from, left < (1u << 30) ? left : (1u << 30));
 			if (n < 0 && errno == EINTR)
 				continue;
-			if (n < 0 && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-				return -errno;
+			if (n < 0 && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
+				err = -errno;
+				break;
+			}
 			if (n < 0)
 				__atomic_store_n(&no_sendfile, 1, __ATOMIC_RELAXED);
 		}
 		if (n <= 0) {
-			size_t want = left < sizeof buf ? left : sizeof buf;
+			if (!buf && !(buf = malloc(BUF))) {
+				err = -ENOMEM;
+				break;
+			}
+			size_t want = left < BUF ? left : BUF;
 			n = pread(pool_fd, buf, want, at);
 			if (n < 0 && errno == EINTR)
 				continue;
-			if (n <= 0 || pwrite(copy_fd, buf, (size_t)n, at) != n)
-				return n < 0 ? -errno : -EIO;
+			if (n <= 0 || pwrite(copy_fd, buf, (size_t)n, at) != n) {
+				err = n < 0 ? -errno : -EIO;
+				break;
+			}
 		}
 		at += n;
 	}
-	return 0;
+	free(buf);
+	return err;
 }
 
 /* Copies the pool file's allocated extents, but the log region, into the

@@ -108,6 +108,7 @@ struct journal {
 	uint64_t pending_end;      /* staged position once the transaction being committed is published */
 	int sync_each_op;          /* KURA_SYNC=op: fs_end waits for its record to be durable */
 	int seal_first;            /* a map came to a pending block: seal before the next commit */
+	uint8_t view[KURA_BLOCK];  /* a block as a seal records it (under the pool mutex) */
 };
 
 struct jrange {

@@ -10,8 +10,6 @@
 /* The most a block adds to a seal's record: every other line a run. */
 #define BLOCK_RECORD_MAX (KURA_BLOCK + KURA_BLOCK / MEDIA_LINE / 2 * sizeof(struct kura_jitem))
 
-static __thread uint8_t view_buf[KURA_BLOCK];
-
 static int may_go_home(const struct journal *j, uint64_t b)
 {
 	return b >= j->first_data && !bit(j->home_used, b) && !bit(j->journaled, b);
@@ -86,8 +84,8 @@ static const uint8_t *seal_view(struct journal *j, const struct jtx *t, uint64_t
 {
 	if (!t)
 		return media_ptr(j->m, b << KURA_BLOCK_SHIFT);
-	t->committed(t->ctx, b, view_buf);
-	return view_buf;
+	t->committed(t->ctx, b, j->view);
+	return j->view;
 }
 
 #define FOR_EACH_MASK_RUN(mask, first, n, body)                                                     \
@@ -436,11 +434,18 @@ static void snapshot_bitmap(struct journal *j, const struct jtx *t)
 int jn_checkpoint(struct journal *j, const struct jtx *t, uint64_t reserve)
 {
 	enum { RUN = 64 };
-	static __thread uint8_t buf[RUN * KURA_BLOCK];
+	/* On the heap: static TLS this size would go into every thread of
+	 * every program preloading kura, and fail the creation of threads
+	 * with small stacks (glibc puts static TLS on the stack). */
+	uint8_t *buf = malloc(RUN * KURA_BLOCK);
+	if (!buf)
+		return -ENOMEM;
 	/* Every change in a record first: homes may take only journaled bytes. */
 	int err = jn_seal(j, t);
-	if (err)
+	if (err) {
+		free(buf);
 		return err;
+	}
 	jn_lock_flush(j);
 	err = jn_write_pending(j);
 	for (uint64_t b = 0; b < j->nblocks && !err;) {
@@ -513,6 +518,7 @@ int jn_checkpoint(struct journal *j, const struct jtx *t, uint64_t reserve)
 	if (!err && ncarry)
 		err = carry_blocks(j, t, carry, ncarry, reserve);
 	free(carry);
+	free(buf);
 	jn_unlock_flush(j);
 	return err;
 }

@@ -249,7 +249,7 @@ ssize_t kura_getxattrat(kura_fs *fs, int dirfd, const char *path, const char *na
 	int err = check_name(name);
 	if (err)
 		return err;
-	static __thread uint8_t buf[XA_MAX_BLOB];
+	uint8_t buf[XA_MAX_BLOB];
 	fs_lock_for_read(fs); /* the blob is read whole: no optimistic retry */
 	uint64_t ino;
 	const struct kura_inode *ip;
@@ -262,7 +262,7 @@ ssize_t kura_getxattrat(kura_fs *fs, int dirfd, const char *path, const char *na
 
 ssize_t kura_listxattrat(kura_fs *fs, int dirfd, const char *path, char *list, size_t size, int flags)
 {
-	static __thread uint8_t buf[XA_MAX_BLOB];
+	uint8_t buf[XA_MAX_BLOB];
 	fs_lock_for_read(fs);
 	uint64_t ino;
 	const struct kura_inode *ip;
@@ -428,7 +428,7 @@ static int put_acl(struct kura_fs *fs, uint64_t ino, uint8_t *buf, const char *n
 static int change(struct kura_fs *fs, int dirfd, const char *path, int flags, const char *name, const void *value,
 		  size_t size, int xflags, int remove)
 {
-	static __thread uint8_t buf[XA_MAX_BLOB];
+	uint8_t buf[XA_MAX_BLOB];
 	int err = check_name(name);
 	if (err)
 		return err;
@@ -452,7 +452,7 @@ static int change(struct kura_fs *fs, int dirfd, const char *path, int flags, co
 
 ssize_t xattr_get_raw(const struct kura_fs *fs, uint64_t ino, const char *name, void *value, size_t size)
 {
-	static __thread uint8_t buf[XA_MAX_BLOB];
+	uint8_t buf[XA_MAX_BLOB];
 	if (load(fs, ino, buf))
 		return -EUCLEAN;
 	return size ? value_of(buf, name, value, size) : -ERANGE;
@@ -460,7 +460,7 @@ ssize_t xattr_get_raw(const struct kura_fs *fs, uint64_t ino, const char *name, 
 
 int xattr_set_raw(struct kura_fs *fs, uint64_t ino, const char *name, const void *value, size_t size)
 {
-	static __thread uint8_t buf[XA_MAX_BLOB];
+	uint8_t buf[XA_MAX_BLOB];
 	int err = load(fs, ino, buf);
 	return err ? err : put(fs, ino, buf, name, value, size, 0);
 }
