@@ -221,12 +221,11 @@ off_t kp_lseek(int fd, off_t off, int whence) { return lseek(fd, off, whence); }
 
 /* Copies between descriptors when one end is kura: a plain loop, since the
  * kernel cannot see kura data.  `inoff`/`outoff` NULL mean the fd offsets. */
-static ssize_t copy_loop(int in, off_t *inoff, int out, off_t *outoff, size_t len)
+static ssize_t copy_through(char *buf, size_t cap, int in, off_t *inoff, int out, off_t *outoff, size_t len)
 {
-	char buf[65536];
 	size_t done = 0;
 	while (done < len) {
-		size_t n = len - done < sizeof buf ? len - done : sizeof buf;
+		size_t n = len - done < cap ? len - done : cap;
 		ssize_t r = inoff ? pread(in, buf, n, *inoff) : read(in, buf, n);
 		if (r < 0)
 			return done ? (ssize_t)done : -1;
@@ -253,6 +252,18 @@ static ssize_t copy_loop(int in, off_t *inoff, int out, off_t *outoff, size_t le
 			break;
 	}
 	return (ssize_t)done;
+}
+
+/* The buffer on the heap: threads with small stacks call these too. */
+static ssize_t copy_loop(int in, off_t *inoff, int out, off_t *outoff, size_t len)
+{
+	char small[512], *big = malloc(65536);
+	ssize_t r = big ? copy_through(big, 65536, in, inoff, out, outoff, len)
+			: copy_through(small, sizeof small, in, inoff, out, outoff, len);
+	int saved = errno;
+	free(big);
+	errno = saved;
+	return r;
 }
 
 KP_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)

@@ -79,11 +79,18 @@ KP_EXPORT void _Exit(int status)
 /* Copies in to out until the end: 0, or -1 with errno. */
 ssize_t kp_copy_all(int in, int out)
 {
-	char buf[65536];
+	/* On the heap: a thread with a small stack may exec a pool file. */
+	char small[512], *big = malloc(65536), *buf = big ? big : small;
+	size_t cap = big ? 65536 : sizeof small;
 	ssize_t r;
-	while ((r = read(in, buf, sizeof buf)) > 0)
-		if (REAL(write)(out, buf, (size_t)r) != r)
-			return -1;
+	while ((r = read(in, buf, cap)) > 0)
+		if (REAL(write)(out, buf, (size_t)r) != r) {
+			r = -1;
+			break;
+		}
+	int saved = errno;
+	free(big);
+	errno = saved;
 	return r < 0 ? -1 : 0;
 }
 
