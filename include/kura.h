@@ -434,6 +434,14 @@ int kura_state_fd(kura_fs *fs);
  * files it held (a killed process closes nothing).  Never close it; -1 if
  * the mount has none (its counts then last until the pool's last mount). */
 int kura_owner_fd(kura_fs *fs);
+/* Every descriptor the mount holds: the pool file (and its direct-I/O
+ * twin), the working copy, the lock table, kura_state_fd() and
+ * kura_owner_fd().  A layer that serves a program's close() must keep the
+ * program from closing these: a program that closes "every" descriptor
+ * (Python's subprocess with close_fds, closefrom, daemons) would leave the
+ * mount writing to a closed or reused number.  Fills out (up to max) and
+ * returns how many there are. */
+int kura_mount_fds(kura_fs *fs, int *out, int max);
 /* Just before an exec that hands the descriptions over: keeps
  * kura_state_fd() and kura_owner_fd() open across it, and holds the pool's
  * shared table for the new image.  Without it, if the exec'ing process is

@@ -328,6 +328,20 @@ int kura_state_fd(kura_fs *fs)
 	return fs->state_fd;
 }
 
+int kura_mount_fds(kura_fs *fs, int *out, int max)
+{
+	const int all[] = { fs->pool_fd, fs->m.disk_fd, fs->m.dio_fd, fs->copy_fd, fs->lk.fd, fs->state_fd, fs->lk.owner_fd };
+	int n = 0;
+	for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+		if (all[i] < 0)
+			continue;
+		if (n < max)
+			out[n] = all[i];
+		n++;
+	}
+	return n;
+}
+
 long kura_fd_export(kura_fs *fs, int fd)
 {
 	long id = -EBADF;

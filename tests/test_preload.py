@@ -9,11 +9,12 @@ program-level suite (bash, coreutils, git, sqlite...) is test_programs.py.
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from preload_common import env  # noqa: F401 (the fixture)
-from preload_common import HERE, KURA_BIN, PREFIX, bash_as_on_tmpfs, make_base, run_both
+from preload_common import HERE, KURA_BIN, KURA_BUILD, PREFIX, TAG, bash_as_on_tmpfs, make_base, run_both
 
 
 SECTIONS = ["files", "dirs", "paths", "stdio", "locks", "procs"]
@@ -382,3 +383,27 @@ def test_small_programs(env, tmp_path, prog):
     (rc0, out0), (rc1, out1) = run_both(env, prog, lambda b: [str(exe), b])
     assert rc0 == 0, out0
     assert (rc1, out1) == (rc0, out0)
+
+
+def test_closing_every_descriptor_keeps_the_pool(env, tmp_path):
+    """close_all.c on a disk pool in fsync mode: after a loop closing every
+    descriptor but its file's, and after closefrom, fsync still reaches the
+    disk (the mount's own descriptors survived: the old layer let them go
+    and fsync said EBADF), and a child that closes everything else and
+    execs still hands the file over."""
+    exe = tmp_path / "close_all"
+    subprocess.run(["gcc", "-O2", "-o", str(exe), str(HERE / "preload" / "close_all.c")], check=True)
+    pool = Path(KURA_BUILD or tmp_path) / f"close-all-{TAG}.pool"
+    subprocess.run([KURA_BIN, "mkfs", str(pool), "--size", "64M", "--force"], check=True, capture_output=True)
+    try:
+        e = dict(os.environ, KURA_SYNC="fsync")
+        e.pop("LD_PRELOAD", None)
+        r = subprocess.run([KURA_BIN, "run", "--pool", str(pool), "--", "bash", "-c", f"mkdir /kura/c && {exe} /kura/c"],
+                           env=e, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == ("close loop: write 10, fsync ok\n closefrom: write 10, fsync ok\n"
+                            "close loop closefrom\nexec'd cat: exit 0\n"), r.stdout + r.stderr
+        f = subprocess.run([KURA_BIN, "fsck", str(pool)], capture_output=True, text=True)
+        assert f.returncode == 0, f.stdout + f.stderr
+    finally:
+        pool.unlink()

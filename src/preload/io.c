@@ -259,17 +259,46 @@ int kp_close(int fd)
 	return r;
 }
 
+/* The descriptors the layer and its mounts live on: the placeholders'
+ * template and each mount's own (kura_mount_fds).  Sorted, for splitting a
+ * close_range around them. */
+#define INTERNAL_MAX (KP_MAX_MOUNTS * 8 + 1)
+static int internal_fds(unsigned *out)
+{
+	int n = 0;
+	for (int i = 0; i < kp_nmounts; i++) {
+		if (!kp_mounts[i].fs)
+			continue;
+		int fds[8], k = kura_mount_fds(kp_mounts[i].fs, fds, 8);
+		for (int j = 0; j < k && j < 8; j++)
+			out[n++] = (unsigned)fds[j];
+	}
+	if (kp_template_fd() >= 0)
+		out[n++] = (unsigned)kp_template_fd();
+	for (int i = 1; i < n; i++)
+		for (int j = i; j > 0 && out[j - 1] > out[j]; j--) {
+			unsigned t = out[j];
+			out[j] = out[j - 1];
+			out[j - 1] = t;
+		}
+	return n;
+}
+
 KP_EXPORT int close(int fd)
 {
-	/* Programs closing "every" fd must not take the template with them:
-	 * its number could be reused by a real file we would then duplicate. */
-	if (fd >= 0 && fd == kp_template_fd())
-		return 0;
-	/* Nor the family's hold on its open counts: without it, its open
-	 * files would look like a dead process's to other mounts (lock.h). */
-	for (int i = 0; fd >= 0 && i < kp_nmounts; i++)
-		if (kp_mounts[i].fs && fd == kura_owner_fd(kp_mounts[i].fs))
-			return 0;
+	/* Programs closing "every" fd must not take these with them: the
+	 * template's number could be reused by a real file we would then
+	 * duplicate, a mount would write to a closed or reused pool
+	 * descriptor, and without the owner's descriptor the family's open
+	 * files would look like a dead process's to other mounts (lock.h).
+	 * The engine closes its own with kp_inside set. */
+	if (fd >= 0 && !kp_inside) {
+		unsigned internal[INTERNAL_MAX];
+		int n = internal_fds(internal);
+		for (int i = 0; i < n; i++)
+			if ((unsigned)fd == internal[i])
+				return 0;
+	}
 	return kp_close(fd);
 }
 
@@ -295,22 +324,8 @@ KP_EXPORT int close_range(unsigned first, unsigned last, int flags)
 		kp_foreach(release_in, &r);
 	}
 	/* Split the range around internal descriptors (ascending order). */
-	unsigned keep[2 * KP_MAX_MOUNTS + 1];
-	int nk = 0;
-	for (int i = 0; i < kp_nmounts; i++) {
-		if (kp_mounts[i].fs && kura_state_fd(kp_mounts[i].fs) >= 0)
-			keep[nk++] = (unsigned)kura_state_fd(kp_mounts[i].fs);
-		if (kp_mounts[i].fs && kura_owner_fd(kp_mounts[i].fs) >= 0)
-			keep[nk++] = (unsigned)kura_owner_fd(kp_mounts[i].fs);
-	}
-	if (kp_template_fd() >= 0)
-		keep[nk++] = (unsigned)kp_template_fd();
-	for (int i = 1; i < nk; i++)
-		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
-			unsigned t = keep[j];
-			keep[j] = keep[j - 1];
-			keep[j - 1] = t;
-		}
+	unsigned keep[INTERNAL_MAX];
+	int nk = internal_fds(keep);
 	unsigned long long lo = first;
 	for (int i = 0; i < nk; i++) {
 		unsigned s = keep[i];
