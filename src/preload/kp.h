@@ -308,6 +308,9 @@ void kp_normalise(char *p);
 int kp_mount_of(const char *p);
 /* "/proc/self/fd/N" or "/dev/fd/N" naming a placeholder: its fd, else -1. */
 int kp_procfd(const char *path);
+/* Whether path is this process's /proc/.../cwd link while the working
+ * directory is kura's (readlink answers the virtual one). */
+int kp_proc_cwd(const char *path);
 extern char kp_vcwd[PATH_MAX]; /* "" when the working directory is the kernel's */
 
 /* ---- fd-level operations used across files (io.c) ---- */

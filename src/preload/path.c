@@ -455,6 +455,27 @@ int kp_procfd(const char *path)
 
 /* ---- working directory ---- */
 
+/* /proc/self/cwd (or thread-self's, or this pid's) while the working
+ * directory is in a pool: the kernel's link names the directory the
+ * kernel has, not the virtual one.  1 if path names it. */
+int kp_proc_cwd(const char *path)
+{
+	if (!kp_vcwd[0] || strncmp(path, "/proc/", 6) != 0)
+		return 0;
+	const char *s = path + 6;
+	if (strncmp(s, "self/", 5) == 0)
+		s += 5;
+	else if (strncmp(s, "thread-self/", 12) == 0)
+		s += 12;
+	else {
+		char *end;
+		if (strtol(s, &end, 10) != (long)getpid() || *end != '/')
+			return 0;
+		s = end + 1;
+	}
+	return strcmp(s, "cwd") == 0;
+}
+
 static int set_vcwd(const char *host)
 {
 	size_t l = strlen(host);
