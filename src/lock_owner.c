@@ -82,8 +82,8 @@ int lock_owner_join(struct lockh *h, int inherited_fd, uint32_t owner, uint64_t 
 	int live = owner && owner <= LOCK_OWNERS && h->t->owners[owner - 1] == gen;
 	int err = live ? hold(h, owner) : -ESTALE;
 	struct stat a, b;
-	if (inherited_fd < 0 || inherited_fd == h->owner_fd || fstat(inherited_fd, &a) || fstat(h->fd, &b) ||
-	    a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+	if (inherited_fd < 0 || inherited_fd == h->owner_fd || inherited_fd == h->fd || fstat(inherited_fd, &a) ||
+	    fstat(h->fd, &b) || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
 		return err; /* not the table's: not ours to close */
 	/* The bridge's flock (lock_owner_bridge) has done its work: this
 	 * image holds the table itself now. */

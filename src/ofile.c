@@ -92,6 +92,10 @@ int ofile_attach(struct kura_fs *fs, int state_fd)
 		struct stat st;
 		if (fstat(fd, &st) || (size_t)st.st_size < STATE_BYTES)
 			return -EBADF;
+		/* The old image cleared close-on-exec for its hand-over only:
+		 * left clear, every later exec, handing over or not, would
+		 * leak the table into the program it runs. */
+		fcntl(fd, F_SETFD, FD_CLOEXEC);
 	}
 	void *p = mmap(NULL, STATE_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED) {
@@ -123,6 +127,12 @@ int kura_owner_fd(kura_fs *fs)
 void kura_exec_prepare(kura_fs *fs)
 {
 	fcntl(fs->state_fd, F_SETFD, 0);
+	/* The new image closes the descriptor this image holds the family's
+	 * lock on, by its number here: an image that joined holds it on a
+	 * number of its own, not the one the family began with.  (Two
+	 * members exec'ing at once may leave the other's number: the new
+	 * image then keeps the old descriptor open, nothing worse.) */
+	family(fs)->owner_fd = fs->lk.owner_fd;
 	lock_owner_bridge(&fs->lk, 1);
 }
 

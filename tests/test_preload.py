@@ -407,3 +407,34 @@ def test_closing_every_descriptor_keeps_the_pool(env, tmp_path):
         assert f.returncode == 0, f.stdout + f.stderr
     finally:
         pool.unlink()
+
+
+POOL_FDS = """
+import os, sys
+for fd in sorted(int(x) for x in os.listdir("/proc/self/fd")):
+    try:
+        target = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        continue
+    if fd > 2 and ("kura" in target or target == sys.argv[1]):
+        kind = "pool" if target == sys.argv[1] else "table" if target.startswith("/dev/shm/kura-") else target
+        print(kind, "inheritable" if os.get_inheritable(fd) else "close-on-exec")
+"""
+
+
+def test_exec_chain_leaves_no_pool_descriptors_behind(env, tmp_path):
+    """Three execs in a row that hand a pool file over (stdout): the last
+    image holds the pool's descriptors close-on-exec (the old layer left
+    the description table inheritable, so every later exec leaked it) and
+    the family's lock table once for the mount and once for its owner lock
+    (the old layer kept one more per exec after the first)."""
+    prog = tmp_path / "pool_fds.py"
+    prog.write_text(POOL_FDS)
+    out = f"{PREFIX}/chain.out"
+    inner = f"exec python3 {prog} {env['pool']}"
+    r = subprocess.run(["bash", "-c", f"bash -c 'exec bash -c \"exec bash -c \\\"{inner}\\\"\"' > {out}; cat {out}"],
+                       env=env["env"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines and all(line.endswith("close-on-exec") for line in lines), r.stdout
+    assert sum(line.startswith("table") for line in lines) <= 2, r.stdout
