@@ -260,8 +260,7 @@ int kp_close(int fd)
 }
 
 /* The descriptors the layer and its mounts live on: the placeholders'
- * template and each mount's own (kura_mount_fds).  Sorted, for splitting a
- * close_range around them. */
+ * template and each mount's own (kura_mount_fds), in no order. */
 #define INTERNAL_MAX (KP_MAX_MOUNTS * 8 + 1)
 static int internal_fds(unsigned *out)
 {
@@ -275,12 +274,6 @@ static int internal_fds(unsigned *out)
 	}
 	if (kp_template_fd() >= 0)
 		out[n++] = (unsigned)kp_template_fd();
-	for (int i = 1; i < n; i++)
-		for (int j = i; j > 0 && out[j - 1] > out[j]; j--) {
-			unsigned t = out[j];
-			out[j] = out[j - 1];
-			out[j - 1] = t;
-		}
 	return n;
 }
 
@@ -326,6 +319,12 @@ KP_EXPORT int close_range(unsigned first, unsigned last, int flags)
 	/* Split the range around internal descriptors (ascending order). */
 	unsigned keep[INTERNAL_MAX];
 	int nk = internal_fds(keep);
+	for (int i = 1; i < nk; i++)
+		for (int j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			unsigned t = keep[j];
+			keep[j] = keep[j - 1];
+			keep[j - 1] = t;
+		}
 	unsigned long long lo = first;
 	for (int i = 0; i < nk; i++) {
 		unsigned s = keep[i];
