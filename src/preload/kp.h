@@ -277,6 +277,17 @@ int kp_resolve(int dirfd, const char *path, struct kp_path *out);
 /* The same without asking the engine: the caller handles KURA_ESCAPED
  * itself (KP_ENGINE in names.c), with its own call's follow rules. */
 int kp_classify(int dirfd, const char *path, struct kp_path *out);
+/* kp_classify's step for an absolute path src (writable, possibly longer
+ * than PATH_MAX before its "." and ".." are taken out); path.c says how. */
+int kp_classify_norm(struct kp_path *out, char *src, int orig_is_exact);
+/* dst = a "/" b, or -ENAMETOOLONG past PATH_MAX. */
+int kp_join(char *dst, const char *a, const char *b);
+/* links.c: what the last component of a kura path asks ("file/.",
+ * "file/..", "file/") checked by the engine, 0 or -errno; and the physical
+ * path of an absolute normalised host path of a kura file, as Linux's
+ * realpath would find it (out may lie outside the pool). */
+int kp_check_last_form(const struct kp_path *kp);
+int kp_kura_realpath(const char *in, char *out);
 /* The follow argument below: 1 the call follows a symlink in the last
  * component, 0 it does not unless a slash follows it (a lookup: lstat,
  * readlink), KP_NAME never (the call acts on the name: unlink, rmdir,
