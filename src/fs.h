@@ -15,6 +15,7 @@
 #ifndef KURA_FS_H
 #define KURA_FS_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -98,6 +99,9 @@ void fs_fork_child(struct kura_fs *fs);
 /* Makes every committed change durable (file back end); 0 or -EIO. */
 int fs_sync(struct kura_fs *fs);
 void fs_lock_for_read(struct kura_fs *fs);
+/* The same, or -EDEADLK when the holder is the calling thread's stopped
+ * tracee (tracee.h); fs_begin fails so too. */
+int fs_lock_for_read_or_fail(struct kura_fs *fs);
 void fs_unlock_for_read(struct kura_fs *fs);
 
 /* TSan cannot know that a seqlock reader discards what it read during a
@@ -121,12 +125,12 @@ void fs_unlock_for_read(struct kura_fs *fs);
 				break;                                             \
 			}                                                          \
 		}                                                                  \
-		if (!fs_read_done_) {                                              \
-			fs_lock_for_read(fs);                                      \
+		if (!fs_read_done_ && fs_lock_for_read_or_fail(fs)) {              \
+			(ret) = -EDEADLK;                                          \
+		} else if (!fs_read_done_) {                                       \
 			body;                                                      \
 			fs_unlock_for_read(fs);                                    \
 		}                                                                  \
-		(void)(ret);                                                       \
 	} while (0)
 
 #endif

@@ -8,6 +8,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include "journal_int.h"
+#include "tracee.h"
 
 void journal_mark_dirty(struct journal *j, uint64_t off, uint64_t len)
 {
@@ -182,7 +183,7 @@ uint64_t journal_publish(struct journal *j)
 
 /* Both under the pool mutex, so committing is 0 or 1 and exact: the holder
  * is inside an operation.  A holder that dies there is cleared by the next
- * one (take_lock), so the flag cannot stay set. */
+ * one (took_lock in super.c), so the flag cannot stay set. */
 void journal_enter(struct journal *j)
 {
 	__atomic_store_n(&j->ctl->committing, 1, __ATOMIC_RELAXED);
@@ -258,12 +259,20 @@ static void finish_dead_checkpoint(struct journal *j)
 	}
 }
 
-void jn_lock_flush(struct journal *j)
+/* Whether a lock attempt that returned r took the flush mutex; a holder
+ * that died mid-checkpoint is finished first. */
+static int took_flush(struct journal *j, int r)
 {
-	if (pthread_mutex_lock(&j->ctl->flush) == EOWNERDEAD) {
+	if (r == EOWNERDEAD) {
 		finish_dead_checkpoint(j);
 		pthread_mutex_consistent(&j->ctl->flush);
 	}
+	return r == 0 || r == EOWNERDEAD;
+}
+
+void jn_lock_flush(struct journal *j)
+{
+	took_flush(j, pthread_mutex_lock(&j->ctl->flush));
 }
 
 void jn_unlock_flush(struct journal *j)
@@ -284,20 +293,20 @@ static int durable_past(const struct journal *j, uint64_t lsn)
  * fair, and a thread that flushes, commits again and flushes again would
  * take it back before a queued follower woke, so the follower, its record
  * long durable, waited flush after flush.  The sleep is bounded (a holder
- * that died never bumps flush_seq; the robust mutex then tells trylock). */
+ * that died never bumps flush_seq; the robust mutex then tells trylock).
+ * A leader that this thread traces and that is stopped in its write never
+ * ends (tracee.h): the follower returns then without waiting (0), its
+ * record durable with the next flush, as README's Current limits says. */
 static int lock_flush_or_durable(struct journal *j, uint64_t lsn)
 {
-	for (;;) {
+	for (unsigned naps = 1;; naps++) {
 		if (durable_past(j, lsn))
 			return 0;
 		uint32_t seq = __atomic_load_n(&j->ctl->flush_seq, __ATOMIC_ACQUIRE);
-		int r = pthread_mutex_trylock(&j->ctl->flush);
-		if (r == EOWNERDEAD) {
-			finish_dead_checkpoint(j);
-			pthread_mutex_consistent(&j->ctl->flush);
-		}
-		if (r == 0 || r == EOWNERDEAD)
+		if (took_flush(j, pthread_mutex_trylock(&j->ctl->flush)))
 			return 1;
+		if (naps % 32 == 0 && tracee_holds(&j->ctl->flush))
+			return 0;
 		struct timespec bound = { 0, 2000000 };
 		__atomic_add_fetch(&j->ctl->sleepers, 1, __ATOMIC_ACQ_REL);
 		syscall(SYS_futex, &j->ctl->flush_seq, FUTEX_WAIT, seq, &bound, NULL, 0);
@@ -309,7 +318,10 @@ int journal_sync(struct journal *j, uint64_t lsn)
 {
 	int err = 0;
 	if (!lsn) {
-		jn_lock_flush(j);
+		/* fsync, sync: nothing is durable unless this thread flushes,
+		 * and a stopped tracee holding the flush cannot let it. */
+		if (!took_flush(j, tracee_safe_lock(&j->ctl->flush)))
+			return -EDEADLK;
 		err = jn_write_pending(j);
 		jn_unlock_flush(j);
 	} else if (lock_flush_or_durable(j, lsn)) {

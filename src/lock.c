@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "lock.h"
+#include "tracee.h"
 #include "shm.h"
 
 #define LOCKTAB_MAGIC 0x6b6c62617472756full /* ...6b: open slots without map counts; 6c: no maps_total; 6d: no truncs; 6e: no owners */
@@ -147,9 +148,13 @@ void lock_detach(struct lockh *h, int pool_fd)
 int lock_acquire(struct lockh *h)
 {
 	int r = pthread_mutex_lock(&h->t->mutex);
-	if (r == EOWNERDEAD)
-		return 1;
-	return 0;
+	return r == EOWNERDEAD;
+}
+
+int lock_acquire_unless_tracee(struct lockh *h)
+{
+	int r = tracee_safe_lock(&h->t->mutex);
+	return r == EDEADLK ? -EDEADLK : r == EOWNERDEAD;
 }
 
 void lock_mark_consistent(struct lockh *h)

@@ -85,6 +85,9 @@ void lock_detach(struct lockh *h, int pool_fd);
 /* Returns 1 if the previous holder died while holding it: the caller must
  * repair the pool, then call lock_mark_consistent(). */
 int lock_acquire(struct lockh *h);
+/* The same, or -EDEADLK when the holder is stopped under ptrace by the
+ * calling thread, which would wait for ever (tracee.h). */
+int lock_acquire_unless_tracee(struct lockh *h);
 void lock_mark_consistent(struct lockh *h);
 void lock_release(struct lockh *h);
 /* Whether the calling thread holds the mutex (a signal handler may have
@@ -149,7 +152,10 @@ struct lock_open_slot *lock_slot(struct lockh *h, uint64_t ino);
  * they held open).  Owner slots are freed only so: a mount that leaves
  * with its family alive just closes its descriptor.
  *
- * All with the mutex held.
+ * Slots are claimed and marked reaped by compare-and-swap, without the
+ * mutex: their steps are system calls, and a process stopped at one under
+ * ptrace must not hold the mutex its tracer may need.  Ledger entries,
+ * counts and freeing a reaped slot take the mutex.
  */
 /* Registers a new owner for this mount: -ENOSPC when every slot is taken
  * (reap, then retry), or -errno. */

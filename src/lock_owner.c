@@ -31,56 +31,79 @@ static int owner_lock(int fd, uint32_t owner, short type, int cmd)
 	return cmd == F_OFD_GETLK ? fl.l_type != F_UNLCK : 0;
 }
 
-/* Takes slot owner's lock on a description of the table of its own: h->fd
- * is this process's (lock_fork_child), the new one the family's. */
-static int hold(struct lockh *h, uint32_t owner)
+/* A description of the table of this process's own (h->fd may be shared
+ * with the family through fork): the owner lock lives on it. */
+static int own_description(const struct lockh *h)
 {
 	char self[64];
 	snprintf(self, sizeof self, "/proc/self/fd/%d", h->fd);
 	int fd = open(self, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	int err = owner_lock(fd, owner, F_RDLCK, F_OFD_SETLK);
-	if (err) {
-		close(fd);
-		return err;
-	}
-	if (h->owner_fd >= 0)
-		close(h->owner_fd);
-	h->owner = owner;
-	h->owner_gen = h->t->owners[owner - 1];
-	h->owner_fd = fd;
-	return 0;
+	return fd < 0 ? -errno : fd;
 }
 
+static uint64_t slot_gen(const struct lockh *h, uint32_t k)
+{
+	return __atomic_load_n(&h->t->owners[k], __ATOMIC_ACQUIRE);
+}
+
+static void adopt(struct lockh *h, int fd, uint32_t owner, uint64_t gen)
+{
+	if (h->owner_fd >= 0 && h->owner_fd != fd)
+		close(h->owner_fd);
+	h->owner = owner;
+	h->owner_gen = gen;
+	h->owner_fd = fd;
+}
+
+/* The slot is claimed by compare-and-swap, after its byte is locked: a
+ * reaper that sees the generation also sees the lock.  No step needs the
+ * pool's mutex, and none may hold it: each is a system call, a stop under
+ * ptrace, and a tracer writing its log into the pool (strace -o) would
+ * wait for the mutex on its own stopped tracee for ever. */
 int lock_owner_new(struct lockh *h)
 {
 	struct locktab *t = h->t;
-	uint32_t k = 0;
-	while (k < LOCK_OWNERS && t->owners[k])
-		k++;
-	if (k == LOCK_OWNERS)
-		return -ENOSPC;
-	uint64_t gen = t->owner_gen + 1;
-	if (gen == OWNER_REAPED)
-		gen = 1;
-	t->owners[k] = gen;
-	int err = hold(h, k + 1);
-	if (err) {
-		t->owners[k] = 0;
-		return err;
+	int fd = own_description(h);
+	if (fd < 0)
+		return fd;
+	for (uint32_t k = 0; k < LOCK_OWNERS; k++) {
+		if (slot_gen(h, k) || owner_lock(fd, k + 1, F_RDLCK, F_OFD_SETLK))
+			continue;
+		uint64_t gen, free_slot = 0;
+		do
+			gen = __atomic_add_fetch(&t->owner_gen, 1, __ATOMIC_RELAXED);
+		while (gen == 0 || gen == OWNER_REAPED);
+		if (__atomic_compare_exchange_n(&t->owners[k], &free_slot, gen, 0, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE)) {
+			adopt(h, fd, k + 1, gen);
+			return 0;
+		}
+		owner_lock(fd, k + 1, F_UNLCK, F_OFD_SETLK); /* another family took it first */
 	}
-	t->owner_gen = gen;
-	return 0;
+	close(fd);
+	return -ENOSPC;
 }
 
 int lock_owner_join(struct lockh *h, int inherited_fd, uint32_t owner, uint64_t gen)
 {
 	/* The slot still has its generation only while no reaper has begun on
 	 * it (lock_owner_dead), so every count the family took is still there
-	 * even if, for a moment during the exec, no process held its lock. */
-	int live = owner && owner <= LOCK_OWNERS && h->t->owners[owner - 1] == gen;
-	int err = live ? hold(h, owner) : -ESTALE;
+	 * even if, for a moment during the exec, no process held its lock.
+	 * Locked first, then checked, as lock_owner_new does. */
+	int err = owner && owner <= LOCK_OWNERS && slot_gen(h, owner - 1) == gen ? 0 : -ESTALE;
+	int fd = err ? err : own_description(h);
+	if (fd >= 0) {
+		err = owner_lock(fd, owner, F_RDLCK, F_OFD_SETLK);
+		if (!err && slot_gen(h, owner - 1) != gen)
+			err = -ESTALE;
+		if (err)
+			close(fd);
+		else
+			adopt(h, fd, owner, gen);
+	} else {
+		err = fd;
+	}
+	int live = err != -ESTALE;
 	struct stat a, b;
 	if (inherited_fd < 0 || inherited_fd == h->owner_fd || inherited_fd == h->fd || fstat(inherited_fd, &a) ||
 	    fstat(h->fd, &b) || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
@@ -93,9 +116,7 @@ int lock_owner_join(struct lockh *h, int inherited_fd, uint32_t owner, uint64_t 
 		/* No description of our own (out of descriptors, say): the
 		 * old image's, which holds the lock, serves. */
 		fcntl(inherited_fd, F_SETFD, FD_CLOEXEC);
-		h->owner = owner;
-		h->owner_gen = gen;
-		h->owner_fd = inherited_fd;
+		adopt(h, inherited_fd, owner, gen);
 		return 0;
 	}
 	close(inherited_fd); /* replaced by ours, or a hold on nothing */
@@ -114,22 +135,24 @@ void lock_owner_bridge(struct lockh *h, int on)
 uint32_t lock_owner_dead(struct lockh *h)
 {
 	for (uint32_t k = 0; k < LOCK_OWNERS; k++) {
-		uint64_t *gen = &h->t->owners[k];
-		/* Asked from h->fd, our own owner's lock (on owner_fd) conflicts too. */
-		if (*gen == OWNER_REAPED ||
-		    (*gen && k + 1 != h->owner && owner_lock(h->fd, k + 1, F_WRLCK, F_OFD_GETLK) == 0)) {
-			/* Dead for good: an exec'd image of the family may no
-			 * longer adopt it (lock_owner_join). */
-			*gen = OWNER_REAPED;
-			return k + 1;
-		}
+		uint64_t gen = slot_gen(h, k);
+		if (gen == OWNER_REAPED)
+			return k + 1; /* a reaper stopped half-way: go on with it */
+		/* Asked from h->fd, our own owner's lock (on owner_fd) conflicts
+		 * too.  The generation is read before the lock is asked for and
+		 * a claimer locks before it sets one, so a lock taken since
+		 * belongs to another generation, which the swap then misses. */
+		if (gen && k + 1 != h->owner && owner_lock(h->fd, k + 1, F_WRLCK, F_OFD_GETLK) == 0 &&
+		    __atomic_compare_exchange_n(&h->t->owners[k], &gen, OWNER_REAPED, 0, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE))
+			return k + 1; /* dead for good: no exec'd image may adopt it any more */
 	}
 	return 0;
 }
 
 static int reaped(const struct lockh *h, uint32_t owner)
 {
-	return owner && owner <= LOCK_OWNERS && h->t->owners[owner - 1] == OWNER_REAPED;
+	return owner && owner <= LOCK_OWNERS && slot_gen(h, owner - 1) == OWNER_REAPED;
 }
 
 /* Only a slot marked reaped: between two reapers' transactions the slot
@@ -137,8 +160,8 @@ static int reaped(const struct lockh *h, uint32_t owner)
 void lock_owner_free(struct lockh *h, uint32_t owner)
 {
 	if (reaped(h, owner)) {
-		h->t->owners[owner - 1] = 0;
 		h->t->owner_entries[owner - 1] = 0;
+		__atomic_store_n(&h->t->owners[owner - 1], 0, __ATOMIC_RELEASE);
 	}
 }
 

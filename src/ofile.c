@@ -40,9 +40,7 @@ static void family_new(struct kura_fs *fs)
 	for (int try = 0; try < 2; try++) {
 		if (try || !fs->mounted_alone)
 			reap_dead_owners(fs);
-		fs_lock_for_read(fs);
 		int err = lock_owner_new(&fs->lk);
-		fs_unlock_for_read(fs);
 		if (err != -ENOSPC)
 			break;
 	}
@@ -63,9 +61,7 @@ static int family_join(struct kura_fs *fs)
 	struct ofile_family *f = family(fs);
 	if (!f->owner)
 		return 0; /* the family's counts were never attributed: nothing reaps them */
-	fs_lock_for_read(fs);
 	int err = lock_owner_join(&fs->lk, f->owner_fd, f->owner, f->owner_gen);
-	fs_unlock_for_read(fs);
 	if (!err)
 		return 0;
 	if (!fs->mounted_alone)

@@ -37,14 +37,14 @@ void reap_dead_owners(struct kura_fs *fs)
 	for (unsigned round = 0; round < LOCK_OWNERS + LOCK_LEDGER_SLOTS; round++) {
 		/* Most owners end with every file closed: their slots are
 		 * freed without a transaction. */
+		uint32_t owner = lock_owner_dead(&fs->lk); /* outside the mutex: see lock.h */
+		if (!owner)
+			return;
 		fs_lock_for_read(fs);
-		uint32_t owner = lock_owner_dead(&fs->lk);
-		int empty = owner && !lock_owner_entries(&fs->lk, owner);
+		int empty = !lock_owner_entries(&fs->lk, owner);
 		if (empty)
 			lock_owner_free(&fs->lk, owner);
 		fs_unlock_for_read(fs);
-		if (!owner)
-			return;
 		if (empty)
 			continue;
 		if (fs_begin(fs))

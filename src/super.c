@@ -349,9 +349,10 @@ int orphan_reclaim(struct kura_fs *fs)
 
 /* ---- operation brackets -------------------------------------------------- */
 
-static void take_lock(struct kura_fs *fs)
+/* acquired: lock_acquire's or lock_acquire_unless_tracee's answer. */
+static int took_lock(struct kura_fs *fs, int acquired)
 {
-	if (lock_acquire(&fs->lk)) {
+	if (acquired == 1) {
 		/* The previous holder died mid-operation: its transaction is still
 		 * in the log.  Undo it, then the pool is as it was before. */
 		lock_write_begin(&fs->lk);
@@ -363,11 +364,19 @@ static void take_lock(struct kura_fs *fs)
 		lock_mark_consistent(&fs->lk);
 		lock_write_end(&fs->lk);
 	}
+	return acquired < 0 ? acquired : 0;
 }
 
+/* Callers that must have the lock (to give counts back) wait whatever
+ * holds it; operations that may fail give up on a stopped tracee. */
 void fs_lock_for_read(struct kura_fs *fs)
 {
-	take_lock(fs);
+	took_lock(fs, lock_acquire(&fs->lk));
+}
+
+int fs_lock_for_read_or_fail(struct kura_fs *fs)
+{
+	return took_lock(fs, lock_acquire_unless_tracee(&fs->lk));
 }
 
 void fs_unlock_for_read(struct kura_fs *fs)
@@ -383,7 +392,9 @@ int fs_begin(struct kura_fs *fs)
 	 * says so instead of acknowledging more (remount to recover). */
 	if (fs->m.io_err)
 		return -EIO;
-	take_lock(fs);
+	int err = took_lock(fs, lock_acquire_unless_tracee(&fs->lk));
+	if (err)
+		return err;
 	if (fs->tx.j)
 		journal_enter(fs->tx.j);
 	lock_write_begin(&fs->lk);
@@ -449,7 +460,7 @@ int kura_release(kura_fs *fs)
 		;
 	if (lock_is_last(&fs->lk)) {
 		if (fs->tx.j) {
-			take_lock(fs);
+			fs_lock_for_read(fs);
 			err = journal_checkpoint(&fs->j);
 			lock_release(&fs->lk);
 			if (!err)
@@ -467,7 +478,7 @@ int fs_sync(struct kura_fs *fs)
 	 * flight (another thread's, another process's) need not be. */
 	if (fs->tx.j && !fs->j.sync_each_op) {
 		/* The pending changes become a record between two operations. */
-		take_lock(fs);
+		fs_lock_for_read(fs);
 		int err = journal_seal(&fs->j);
 		lock_release(&fs->lk);
 		return err ? err : journal_sync_all(&fs->j);
@@ -670,9 +681,9 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 	fs->pool_path = strdup(path);
 	pthread_mutex_init(&fs->fd_mutex, NULL);
 	if (!opts->no_recover) {
-		take_lock(fs);
+		fs_lock_for_read(fs);
 		lock_write_begin(&fs->lk);
-		if (fs->tx.j) /* a copy left by processes that died: as take_lock does after one */
+		if (fs->tx.j) /* a copy left by processes that died: as took_lock does after one */
 			journal_repair(fs->tx.j, tx_head_epoch(&fs->tx));
 		tx_recover(&fs->tx);
 		lock_write_end(&fs->lk);
@@ -729,7 +740,7 @@ int fs_close(struct kura_fs *fs)
 		while (flock(fs->pool_fd, LOCK_EX) && errno == EINTR)
 			;
 		if (lock_is_last(&fs->lk)) {
-			take_lock(fs);
+			fs_lock_for_read(fs);
 			err = journal_checkpoint(&fs->j);
 			lock_release(&fs->lk);
 			if (!err)

@@ -8,6 +8,7 @@ program-level suite (bash, coreutils, git, sqlite...) is test_programs.py.
 """
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -438,3 +439,50 @@ def test_exec_chain_leaves_no_pool_descriptors_behind(env, tmp_path):
     lines = r.stdout.splitlines()
     assert lines and all(line.endswith("close-on-exec") for line in lines), r.stdout
     assert sum(line.startswith("table") for line in lines) <= 2, r.stdout
+
+
+def _run_killing_group(cmd, env, timeout):
+    """Runs cmd in a session of its own; on timeout kills the whole session
+    (a deadlocked tracer and its stopped tracee would outlive the test)."""
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, 9)
+        p.communicate()
+        pytest.fail(f"{' '.join(cmd)}: no end after {timeout} s")
+    return p.returncode, out, err
+
+
+@pytest.mark.skipif(not shutil.which("strace"), reason="strace is not installed (scripts/deps.sh installs it)")
+@pytest.mark.parametrize("sync", ["memory", "op", "fsync"])
+def test_strace_logging_into_the_pool_ends(env, tmp_path, sync):
+    """strace -o FILE in the pool, tracing programs that use the pool: the
+    tracer writes its log with the pool's mutex while the tracee stops at
+    every system call.  The old layer registered a new process (and the
+    file back end flushed, and wrote large writes home) with the mutex held
+    across system calls, so the tracer waited for its own stopped tracee for
+    ever.  Now the registration holds no mutex, and a tracer that would
+    wait on its stopped tracee fails that write (EDEADLK) instead."""
+    if sync == "memory":
+        e, pool = env["env"], None
+    else:
+        pool = Path(KURA_BUILD or tmp_path) / f"strace-{sync}-{TAG}.pool"
+        subprocess.run([KURA_BIN, "mkfs", str(pool), "--size", "128M", "--force"], check=True, capture_output=True)
+        e = dict(os.environ, KURA_SYNC=sync)
+        e.pop("LD_PRELOAD", None)
+    d = f"{PREFIX}/strace-{sync}"
+    script = (f"mkdir -p {d} && cd {d} && strace -f -o {d}/log sh -c 'touch a; echo x > b; cat b; "
+              f"dd if=/dev/zero of=c bs=1M count=8 conv=fsync 2>/dev/null; sync' && cat {d}/log")
+    cmd = ["bash", "-c", script]
+    if pool is not None:
+        cmd = [KURA_BIN, "run", "--pool", str(pool), "--mount", PREFIX, "--"] + cmd
+    try:
+        rc, out, err = _run_killing_group(cmd, e, 60)
+        assert rc == 0, err
+        assert "execve(" in out and "+++ exited with 0 +++" in out, out[-2000:] + err
+    finally:
+        if pool is not None:
+            pool.unlink()
+
