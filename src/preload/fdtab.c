@@ -224,9 +224,10 @@ void kp_std_fixup(int fd)
 			std_orig[fd] = *v;
 		*v = f;
 	} else if (ours && std_orig[fd]) {
-		FILE *old = *v;
+		/* glibc's own stream serves the kernel descriptor again; ours
+		 * stays alive (kp_std_stream). */
+		fflush(*v);
 		*v = std_orig[fd];
-		kp_stream_detach(old);
 	}
 }
 

@@ -333,10 +333,9 @@ int kp_close(int fd);
 
 /* ---- stdio (stdio.c) ---- */
 FILE *kp_cookie_stream(int fd, const char *mode);
-/* std-stream swap helpers: a cookie stream for fd 0/1/2, and the retirement
- * of one that no longer matches its fd (without closing the fd). */
+/* The cookie stream that stands for fd 0, 1 or 2 while it is a pool file
+ * (made once per mode, never freed behind the program's back). */
 FILE *kp_std_stream(int fd);
-void kp_stream_detach(FILE *f);
 int kp_is_stream(FILE *f);
 int kp_stream_fd(FILE *f); /* fd behind one of our streams, or -1 */
 

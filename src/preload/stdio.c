@@ -11,6 +11,7 @@
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <stdio_ext.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -101,9 +102,20 @@ static int c_seek(void *cv, off64_t *off, int whence)
 	return 0;
 }
 
+/* The streams kp_std_stream made, by descriptor and mode ("r", "w",
+ * "r+"), handed out again each time the descriptor is a pool file anew. */
+static FILE *std_kept[3][3];
+static pthread_mutex_t std_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static int c_close(void *cv)
 {
 	struct cookie *c = cv;
+	pthread_mutex_lock(&std_lock);
+	for (int fd = 0; fd < 3; fd++)
+		for (int m = 0; m < 3; m++)
+			if (std_kept[fd][m] == c->f)
+				std_kept[fd][m] = NULL;
+	pthread_mutex_unlock(&std_lock);
 	unregister(c);
 	int r = c->owns && c->fd >= 0 ? kp_close(c->fd) : 0;
 	free(c);
@@ -141,24 +153,34 @@ FILE *kp_cookie_stream(int fd, const char *mode)
 	return make_stream(fd, mode, 1);
 }
 
+/* A standard stream for fd 0, 1 or 2 while it is a pool file.  Kept
+ * alive once made: a program may hold its address (bash's xtrace stream is
+ * a copy of stderr) after the descriptor became a kernel one again, and the
+ * stream reaches fd by number, whatever it is.  So it is never closed
+ * behind the program's back, and the next time serves again. */
 FILE *kp_std_stream(int fd)
 {
 	struct kp_fd *e = kp_get(fd);
 	int fl = e ? kura_fd_flags(kp_mounts[e->mnt].fs, e->kfd) : O_RDWR;
-	const char *m = (fl & O_ACCMODE) == O_RDWR ? "r+" : (fl & O_ACCMODE) == O_WRONLY ? "w" : "r";
-	FILE *f = make_stream(fd, m, 1);
-	if (f && fd == 2)
-		setvbuf(f, NULL, _IONBF, 0);
+	int acc = fl & O_ACCMODE, mi = acc == O_RDWR ? 2 : acc == O_WRONLY ? 1 : 0;
+	static const char *const modes[3] = { "r", "w", "r+" };
+	if (fd < 0 || fd > 2)
+		return NULL;
+	pthread_mutex_lock(&std_lock);
+	FILE *f = std_kept[fd][mi];
+	if (f) {
+		/* A new file behind it: nothing of the last one's (buffered
+		 * input, end of file, a write error) carries over. */
+		__fpurge(f);
+		clearerr(f);
+	} else {
+		f = make_stream(fd, modes[mi], 1);
+		if (f && fd == 2)
+			setvbuf(f, NULL, _IONBF, 0);
+		std_kept[fd][mi] = f;
+	}
+	pthread_mutex_unlock(&std_lock);
 	return f;
-}
-
-void kp_stream_detach(FILE *f)
-{
-	struct cookie *c = lookup(f);
-	if (!c)
-		return;
-	c->owns = 0;
-	fclose(f);
 }
 
 /* "r", "w+", "a", with glibc's extra letters: e (O_CLOEXEC), x (O_EXCL). */
