@@ -511,3 +511,22 @@ def test_std_stream_kept_while_stderr_is_elsewhere(env):
     memory (the lines vanished; in the coreutils suite, heap corruption and
     SIGABRT), so the trace differs from tmpfs's."""
     bash_as_on_tmpfs(env, "xtrace", XTRACE_SWITCH, "+ for i in 1 2 3\nround 2\n+ for i in 1 2 3\nround 3")
+
+
+REMOVED_CWD = r"""
+mkdir $B/gone && cd $B/gone && rmdir ../gone
+readlink -e . ; echo "readlink -e: $?"
+python3 -c 'import os
+try:
+    os.getcwd()
+except FileNotFoundError as e:
+    print("getcwd:", e.strerror)'
+"""
+
+
+def test_getcwd_of_a_removed_directory(env):
+    """getcwd in a working directory that was removed fails with ENOENT, as
+    on Linux (coreutils' readlink -e . relies on it); the old layer answered
+    the stale name."""
+    bash_as_on_tmpfs(env, "cwdgone", REMOVED_CWD, "readlink -e: 1\ngetcwd: No such file or directory")
+

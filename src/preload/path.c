@@ -552,10 +552,27 @@ KP_EXPORT int fchdir(int fd)
 	return (int)kp_ret(set_vcwd(host));
 }
 
+/* Linux's getcwd fails with ENOENT once the working directory is removed
+ * (readlink -e . and realpath rely on it); the virtual one is a name, so
+ * the name must still lead to a directory. */
+static int vcwd_gone(void)
+{
+	struct kp_path kp;
+	struct stat st;
+	if (kp_classify(AT_FDCWD, kp_vcwd, &kp) || kp.where != KP_KURA || !kp_fs(kp.mnt))
+		return 0;
+	int r = kura_fstatat(kp_fs(kp.mnt), kp.kdirfd, kp.p, &st, 0);
+	return r == -ENOENT || r == -ENOTDIR || (r == 0 && !S_ISDIR(st.st_mode));
+}
+
 KP_EXPORT char *getcwd(char *buf, size_t size)
 {
 	if (!kp_vcwd[0])
 		return REAL(getcwd)(buf, size);
+	if (vcwd_gone()) {
+		errno = ENOENT;
+		return NULL;
+	}
 	size_t l = strlen(kp_vcwd) + 1;
 	if (!buf) {
 		buf = malloc(size > l ? size : l);
@@ -590,5 +607,9 @@ KP_EXPORT char *get_current_dir_name(void)
 {
 	if (!kp_vcwd[0])
 		return REAL(get_current_dir_name)();
+	if (vcwd_gone()) {
+		errno = ENOENT;
+		return NULL;
+	}
 	return strdup(kp_vcwd);
 }
