@@ -82,6 +82,10 @@ int fd_dir_ino(struct kura_fs *fs, int dirfd, const char *path, uint64_t *start)
 #define SUPPORTED_OPEN_FLAGS                                                                                     \
 	(O_ACCMODE | O_CREAT | O_EXCL | O_TRUNC | O_APPEND | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOATIME | \
 	 O_SYNC | O_DSYNC | O_DIRECT | O_NOCTTY | O_NONBLOCK | O_LARGEFILE)
+/* What Linux's open knows; it ignores any other bit (build_open_how), and
+ * programs rely on it: dd keeps its private flags (oseek=NB's bytes mode)
+ * in bits no O_ flag uses and passes them to open. */
+#define LINUX_OPEN_FLAGS (SUPPORTED_OPEN_FLAGS | O_ASYNC | O_PATH | O_TMPFILE)
 
 static int open_existing(struct kura_fs *fs, uint64_t ino, int flags);
 
@@ -316,6 +320,7 @@ int kura_reopen(kura_fs *fs, int fd, int flags)
 	struct ofile *of = ofile_get(fs, fd);
 	if (!of)
 		return -EBADF;
+	flags &= LINUX_OPEN_FLAGS;
 	int ret = check_open_flags(fs, flags);
 	if (!ret) {
 		struct open_req rq = { .ino = of->ino, .flags = flags };
@@ -327,6 +332,7 @@ int kura_reopen(kura_fs *fs, int fd, int flags)
 
 int kura_openat(kura_fs *fs, int dirfd, const char *path, int flags, mode_t mode)
 {
+	flags &= LINUX_OPEN_FLAGS;
 	if (flags & TMPFILE_BIT)
 		return open_tmpfile(fs, dirfd, path, flags, mode);
 	int err = check_open_flags(fs, flags);

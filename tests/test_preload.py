@@ -530,3 +530,21 @@ def test_getcwd_of_a_removed_directory(env):
     the stale name."""
     bash_as_on_tmpfs(env, "cwdgone", REMOVED_CWD, "readlink -e: 1\ngetcwd: No such file or directory")
 
+
+UNKNOWN_OPEN_BITS = r"""
+python3 -c '
+import os, sys
+# Bits 2 to 4 are no O_ flag: Linux ignores them (dd keeps private flags there).
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | 0x1c, 0o644)
+os.write(fd, b"kept\n")
+print("flags ignored:", fcntl_flags := __import__("fcntl").fcntl(fd, __import__("fcntl").F_GETFL) & 0x1c)
+os.close(fd)' $B/f
+cat $B/f
+echo abcdefghijklm | dd oseek=8B bs=5 of=$B/g 2>/dev/null && od -An -c $B/g
+"""
+
+
+def test_open_ignores_bits_linux_does_not_know(env):
+    """open with bits no O_ flag uses succeeds as on Linux, which drops
+    them; the old layer said EINVAL (coreutils' dd oseek=8B failed)."""
+    bash_as_on_tmpfs(env, "openbits", UNKNOWN_OPEN_BITS, "flags ignored: 0\nkept\n")
