@@ -548,3 +548,19 @@ def test_open_ignores_bits_linux_does_not_know(env):
     """open with bits no O_ flag uses succeeds as on Linux, which drops
     them; the old layer said EINVAL (coreutils' dd oseek=8B failed)."""
     bash_as_on_tmpfs(env, "openbits", UNKNOWN_OPEN_BITS, "flags ignored: 0\nkept\n")
+
+
+SELF_EXE = r"""
+cp "$(command -v readlink)" $B/rl
+$B/rl /proc/self/exe
+cd $B && ./rl -f /proc/self/exe
+printf '#!/bin/sh\nreadlink /proc/$$/exe\n' > $B/s.sh && chmod +x $B/s.sh && $B/s.sh
+"""
+
+
+def test_proc_self_exe_of_a_pool_program(env):
+    """A binary run from the pool reads its own path in /proc/self/exe, as
+    on tmpfs (stdbuf finds its library beside itself so, and many programs
+    their data); the old layer showed the kernel's copy,
+    /memfd:exec-from-pool.  A script's names its interpreter, as there."""
+    bash_as_on_tmpfs(env, "selfexe", SELF_EXE, "BASE/rl\nBASE/rl\n/usr/bin/dash")

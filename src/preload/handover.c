@@ -257,20 +257,21 @@ int kp_preloadable(int fd, const char *path)
  * close-on-exec kura descriptors (see above).  Returned array and strings
  * are leaked on success (exec replaces us); kp_exec_failed() frees the array
  * and restores the descriptors. */
-char **kp_build_env(char *const *envp, int keep_cloexec)
+char **kp_build_env(char *const *envp, int keep_cloexec, const char *pool_exe)
 {
 	kp_config();
 	size_t n = 0;
 	while (envp && envp[n])
 		n++;
 	char **env = calloc(n + 12, sizeof *env);
-	char *cwd = NULL, *preload = NULL;
+	char *cwd = NULL, *preload = NULL, *exe = NULL;
 	if (!env)
 		return NULL;
 	size_t k = 0;
 	const char *old_preload = NULL;
 	for (size_t i = 0; i < n; i++) {
-		if (!strncmp(envp[i], "KURA_INHERIT=", 13) || !strncmp(envp[i], "KURA_CWD=", 9))
+		if (!strncmp(envp[i], "KURA_INHERIT=", 13) || !strncmp(envp[i], "KURA_CWD=", 9) ||
+		    !strncmp(envp[i], "KURA_EXE=", 9))
 			continue;
 		if (!strncmp(envp[i], "LD_PRELOAD=", 11)) {
 			old_preload = envp[i] + 11;
@@ -290,6 +291,8 @@ char **kp_build_env(char *const *envp, int keep_cloexec)
 			env[k++] = saved_env[i];
 	if (kp_vcwd[0] && asprintf(&cwd, "KURA_CWD=%s", kp_vcwd) > 0)
 		env[k++] = cwd;
+	if (pool_exe && asprintf(&exe, "KURA_EXE=%s", pool_exe) > 0)
+		env[k++] = exe;
 	struct sbuf b = { 0 };
 	sb_add(&b, "KURA_INHERIT=");
 	size_t head = b.len;
@@ -344,6 +347,10 @@ void kp_exec_failed(char **env)
 void kp_inherit(void)
 {
 	save_env();
+	const char *exe = getenv("KURA_EXE");
+	if (exe && kp_mount_of(exe) >= 0)
+		kp_pool_exe = strdup(exe);
+	unsetenv("KURA_EXE");
 	const char *cwd = getenv("KURA_CWD");
 	if (cwd && kp_mount_of(cwd) >= 0)
 		snprintf(kp_vcwd, sizeof kp_vcwd, "%s", cwd);

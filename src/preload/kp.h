@@ -323,6 +323,10 @@ int kp_procfd(const char *path);
  * directory is kura's (readlink answers the virtual one). */
 int kp_proc_cwd(const char *path);
 extern char kp_vcwd[PATH_MAX]; /* "" when the working directory is the kernel's */
+/* The pool program this image runs from a copy (exec of a pool file), which
+ * /proc/self/exe names, or NULL; 1 if path is this process's exe link. */
+extern char *kp_pool_exe;
+int kp_proc_exe(const char *path);
 
 /* ---- fd-level operations used across files (io.c) ---- */
 int kp_open_path(struct kp_path *kp, int flags, mode_t mode);
@@ -463,7 +467,7 @@ enum { KN_CHILD = 1, KN_BOTH = 2, KN_SELF = 3 };
 void kp_inherit(void);
 /* The environment for a new image (LD_PRELOAD, KURA_*, KURA_INHERIT);
  * hides close-on-exec kura fds unless keep_cloexec. */
-char **kp_build_env(char *const *envp, int keep_cloexec);
+char **kp_build_env(char *const *envp, int keep_cloexec, const char *pool_exe);
 /* Whether the image at path (relative to fd; NULL or "": fd itself) will
  * run this layer: not a static binary, not set-id for someone else. */
 int kp_preloadable(int fd, const char *path);

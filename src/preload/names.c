@@ -494,9 +494,10 @@ KP_EXPORT ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t n)
 		memcpy(buf, s, l);
 		return (ssize_t)l;
 	}
-	if (KP_PATH_OK(path) && kp_proc_cwd(path)) {
-		size_t l = strlen(kp_vcwd);
-		memcpy(buf, kp_vcwd, l < n ? l : n);
+	if (KP_PATH_OK(path) && (kp_proc_cwd(path) || kp_proc_exe(path))) {
+		const char *s = kp_proc_exe(path) ? kp_pool_exe : kp_vcwd;
+		size_t l = strlen(s);
+		memcpy(buf, s, l < n ? l : n);
 		return (ssize_t)(l < n ? l : n);
 	}
 	RESOLVE(dirfd, path, kp);
@@ -508,7 +509,7 @@ KP_EXPORT ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t n)
 KP_EXPORT ssize_t readlink(const char *p, char *buf, size_t n)
 {
 	RESOLVE(AT_FDCWD, p, kp);
-	if (kp.where == KP_KERNEL && (!KP_PATH_OK(p) || (kp_procfd(p) < 0 && !kp_proc_cwd(p))))
+	if (kp.where == KP_KERNEL && (!KP_PATH_OK(p) || (kp_procfd(p) < 0 && !kp_proc_cwd(p) && !kp_proc_exe(p))))
 		return KP_KERNEL_CALL(kp, AT_FDCWD, 0, REAL(readlink)(p, buf, n));
 	return readlinkat(AT_FDCWD, KPATH(kp, p), buf, n);
 }

@@ -457,12 +457,10 @@ int kp_procfd(const char *path)
 
 /* ---- working directory ---- */
 
-/* /proc/self/cwd (or thread-self's, or this pid's) while the working
- * directory is in a pool: the kernel's link names the directory the
- * kernel has, not the virtual one.  1 if path names it. */
-int kp_proc_cwd(const char *path)
+/* Whether path is /proc/self/NAME (or thread-self's, or this pid's). */
+static int proc_self_link(const char *path, const char *name)
 {
-	if (!kp_vcwd[0] || strncmp(path, "/proc/", 6) != 0)
+	if (strncmp(path, "/proc/", 6) != 0)
 		return 0;
 	const char *s = path + 6;
 	if (strncmp(s, "self/", 5) == 0)
@@ -475,7 +473,25 @@ int kp_proc_cwd(const char *path)
 			return 0;
 		s = end + 1;
 	}
-	return strcmp(s, "cwd") == 0;
+	return strcmp(s, name) == 0;
+}
+
+/* /proc/self/cwd while the working directory is in a pool: the kernel's
+ * link names the directory the kernel has, not the virtual one. */
+int kp_proc_cwd(const char *path)
+{
+	return kp_vcwd[0] && proc_self_link(path, "cwd");
+}
+
+/* /proc/self/exe of a program run from a pool: the kernel's link names the
+ * copy it runs (memfd:exec-from-pool), and programs that find their own
+ * files beside themselves (stdbuf its library, interpreters their
+ * prefix) need the pool path. */
+char *kp_pool_exe;
+
+int kp_proc_exe(const char *path)
+{
+	return kp_pool_exe && proc_self_link(path, "exe");
 }
 
 static int set_vcwd(const char *host)

@@ -159,6 +159,14 @@ static int kura_exec_memfd(const char *path, int *mnt, int *mark)
 	return mfd;
 }
 
+/* The pool path /proc/self/exe should name in the new image: a binary's
+ * (a script's names its interpreter, as the kernel has it). */
+static const char *pool_exe(int mfd, const char *path)
+{
+	char head[SELFMAG];
+	return pread(mfd, head, SELFMAG, 0) == SELFMAG && !memcmp(head, ELFMAG, SELFMAG) ? path : NULL;
+}
+
 static void exec_memfd(int mfd, char *const argv[], char **env)
 {
 	kp_syscall(SYS_execveat, mfd, "", argv, env, AT_EMPTY_PATH);
@@ -174,7 +182,8 @@ again:;
 	int mfd = -1, mnt = 0, mark = 0;
 	if (kp.where == KP_KURA && (mfd = kura_exec_memfd(kp.hops ? kp.host : path, &mnt, &mark)) < 0)
 		return -1;
-	char **env = kp_build_env(envp, mfd >= 0 ? kp_preloadable(mfd, NULL) : kp_preloadable(AT_FDCWD, kp.p));
+	char **env = kp_build_env(envp, mfd >= 0 ? kp_preloadable(mfd, NULL) : kp_preloadable(AT_FDCWD, kp.p),
+				  mfd >= 0 ? pool_exe(mfd, kp.host) : NULL);
 	if (!env) {
 		if (mfd >= 0)
 			copy_failed(mfd, mnt, mark);
@@ -361,7 +370,7 @@ KP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 		errno = er;
 		if (mfd < 0)
 			return -1;
-		char **env = kp_build_env(envp, kp_preloadable(mfd, NULL));
+		char **env = kp_build_env(envp, kp_preloadable(mfd, NULL), pool_exe(mfd, e->path));
 		if (!env) {
 			copy_failed(mfd, e->mnt, mark);
 			return -1;
@@ -371,7 +380,7 @@ KP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 		copy_failed(mfd, e->mnt, mark);
 		return -1;
 	}
-	char **env = kp_build_env(envp, kp_preloadable(fd, NULL));
+	char **env = kp_build_env(envp, kp_preloadable(fd, NULL), NULL);
 	if (!env)
 		return -1;
 	REAL(fexecve)(fd, argv, env);
@@ -400,7 +409,7 @@ KP_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *co
 	if (kp_get(dirfd))
 		return kp_unsupported("execveat relative to a kura directory", ENOSYS);
 	int kdir = kp.where == KP_KERNEL ? dirfd : AT_FDCWD;
-	char **env = kp_build_env(envp, kp_preloadable(kdir, kp.p));
+	char **env = kp_build_env(envp, kp_preloadable(kdir, kp.p), NULL);
 	if (!env)
 		return -1;
 	kp_syscall(SYS_execveat, kp.where == KP_KERNEL ? dirfd : AT_FDCWD, kp.p, argv, env, flags);

@@ -103,7 +103,7 @@ static int spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t 
 {
 	kp_config();
 	if (!must_emulate(fa, path, usepath)) {
-		char **env = kp_build_env(envp ? envp : environ, 1); /* no kura descriptors here */
+		char **env = kp_build_env(envp ? envp : environ, 1, NULL); /* no kura descriptors here */
 		if (!env)
 			return errno;
 		int r = usepath ? REAL(posix_spawnp)(pid, path, fa, at, argv, env)
