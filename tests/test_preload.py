@@ -564,3 +564,19 @@ def test_proc_self_exe_of_a_pool_program(env):
     their data); the old layer showed the kernel's copy,
     /memfd:exec-from-pool.  A script's names its interpreter, as there."""
     bash_as_on_tmpfs(env, "selfexe", SELF_EXE, "BASE/rl\nBASE/rl\n/usr/bin/dash")
+
+
+EMPTY_ENV = r"""
+cd $B && echo hi > f
+env -i A=B env
+env -i A=B /bin/sh -c 'cat f; env -i C=D env; /bin/sh -c "cat $0/f"' $B
+"""
+
+
+def test_env_i_shows_only_what_it_was_given(env):
+    """A program started with an environment it chose (env -i) sees just
+    that, as on tmpfs, and still reaches the pool, as do the programs it
+    starts: the layer puts LD_PRELOAD and KURA_* back for the new image and
+    that image takes them out again.  The old layer left them in (coreutils'
+    env -S tests saw four lines for one)."""
+    bash_as_on_tmpfs(env, "envi", EMPTY_ENV, "A=B\nhi\nC=D\nhi\n")

@@ -264,14 +264,19 @@ char **kp_build_env(char *const *envp, int keep_cloexec, const char *pool_exe)
 	while (envp && envp[n])
 		n++;
 	char **env = calloc(n + 12, sizeof *env);
-	char *cwd = NULL, *preload = NULL, *exe = NULL;
+	char *cwd = NULL, *preload = NULL, *exe = NULL, *added = NULL;
+	/* What the program's environment lacked and the layer puts in so that
+	 * the new image runs it too: that image takes them out again, so
+	 * env -i shows what it was given (kp_inherit). */
+	char names[128] = "KURA_ADDED=";
+	size_t nl = strlen(names);
 	if (!env)
 		return NULL;
 	size_t k = 0;
 	const char *old_preload = NULL;
 	for (size_t i = 0; i < n; i++) {
 		if (!strncmp(envp[i], "KURA_INHERIT=", 13) || !strncmp(envp[i], "KURA_CWD=", 9) ||
-		    !strncmp(envp[i], "KURA_EXE=", 9))
+		    !strncmp(envp[i], "KURA_EXE=", 9) || !strncmp(envp[i], "KURA_ADDED=", 11))
 			continue;
 		if (!strncmp(envp[i], "LD_PRELOAD=", 11)) {
 			old_preload = envp[i] + 11;
@@ -283,12 +288,18 @@ char **kp_build_env(char *const *envp, int keep_cloexec, const char *pool_exe)
 		if (asprintf(&preload, "LD_PRELOAD=%s%s%s", self_path, old_preload && *old_preload ? " " : "",
 			     old_preload ? old_preload : "") > 0)
 			env[k++] = preload;
+		if (!old_preload)
+			nl += (size_t)snprintf(names + nl, sizeof names - nl, "LD_PRELOAD,");
 	} else if (old_preload) {
 		env[k++] = (char *)old_preload - 11;
 	}
 	for (int i = 0; i < 4; i++)
-		if (saved_env[i] && !env_has(env, saved_names[i], strlen(saved_names[i])))
+		if (saved_env[i] && !env_has(env, saved_names[i], strlen(saved_names[i]))) {
 			env[k++] = saved_env[i];
+			nl += (size_t)snprintf(names + nl, sizeof names - nl, "%s,", saved_names[i]);
+		}
+	if (names[nl - 1] == ',' && (added = strdup(names)))
+		env[k++] = added;
 	if (kp_vcwd[0] && asprintf(&cwd, "KURA_CWD=%s", kp_vcwd) > 0)
 		env[k++] = cwd;
 	if (pool_exe && asprintf(&exe, "KURA_EXE=%s", pool_exe) > 0)
@@ -347,6 +358,13 @@ void kp_exec_failed(char **env)
 void kp_inherit(void)
 {
 	save_env();
+	const char *added = getenv("KURA_ADDED");
+	char *names = added ? strdup(added) : NULL, *at = NULL;
+	for (char *n = names ? strtok_r(names, ",", &at) : NULL; n; n = strtok_r(NULL, ",", &at))
+		if (!strcmp(n, "LD_PRELOAD") || !strncmp(n, "KURA_", 5))
+			unsetenv(n);
+	free(names);
+	unsetenv("KURA_ADDED");
 	const char *exe = getenv("KURA_EXE");
 	if (exe && kp_mount_of(exe) >= 0)
 		kp_pool_exe = strdup(exe);
