@@ -323,6 +323,8 @@ int kp_procfd(const char *path);
  * directory is kura's (readlink answers the virtual one). */
 int kp_proc_cwd(const char *path);
 extern char kp_vcwd[PATH_MAX]; /* "" when the working directory is the kernel's */
+/* The kernel's working directory changed (cwd.c): path.c reads it again. */
+void kp_refresh_real_cwd(void);
 /* The pool program this image runs from a copy (exec of a pool file), which
  * /proc/self/exe names, or NULL; 1 if path is this process's exe link. */
 extern char *kp_pool_exe;
