@@ -90,18 +90,16 @@ int lock_owner_join(struct lockh *h, int inherited_fd, uint32_t owner, uint64_t 
 	 * it (lock_owner_dead), so every count the family took is still there
 	 * even if, for a moment during the exec, no process held its lock.
 	 * Locked first, then checked, as lock_owner_new does. */
-	int err = owner && owner <= LOCK_OWNERS && slot_gen(h, owner - 1) == gen ? 0 : -ESTALE;
-	int fd = err ? err : own_description(h);
-	if (fd >= 0) {
-		err = owner_lock(fd, owner, F_RDLCK, F_OFD_SETLK);
+	int err = -ESTALE;
+	if (owner && owner <= LOCK_OWNERS && slot_gen(h, owner - 1) == gen) {
+		int fd = own_description(h);
+		err = fd < 0 ? fd : owner_lock(fd, owner, F_RDLCK, F_OFD_SETLK);
 		if (!err && slot_gen(h, owner - 1) != gen)
 			err = -ESTALE;
-		if (err)
-			close(fd);
-		else
+		if (!err)
 			adopt(h, fd, owner, gen);
-	} else {
-		err = fd;
+		else if (fd >= 0)
+			close(fd);
 	}
 	int live = err != -ESTALE;
 	struct stat a, b;

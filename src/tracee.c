@@ -38,7 +38,7 @@ int tracee_safe_lock(pthread_mutex_t *m)
 	/* TSan does not see a process-shared mutex taken by timedlock as
 	 * held (it reports the unlock), so sanitized thread builds wait. */
 	return pthread_mutex_lock(m);
-#endif
+#else
 	int r = pthread_mutex_trylock(m); /* the usual case, without reading a clock */
 	if (r != EBUSY)
 		return r;
@@ -56,4 +56,5 @@ int tracee_safe_lock(pthread_mutex_t *m)
 		if (tracee_holds(m))
 			return EDEADLK;
 	}
+#endif
 }
