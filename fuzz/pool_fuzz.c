@@ -323,6 +323,22 @@ static void set_size(uint64_t file_size)
 		die("resize pool file", errno);
 }
 
+/* Whole 4 MiB compared per input, always valid memory: through ASan's memcmp
+ * (which first checks the shadow of both ranges) and the coverage hooks this
+ * cost a tenth of an execution, and neither can find anything here. */
+__attribute__((no_sanitize("address", "undefined", "coverage"))) static int block_differs(const unsigned char *a,
+													 const unsigned char *b)
+{
+	uint64_t diff = 0;
+	for (size_t i = 0; i < KURA_BLOCK; i += 8) {
+		uint64_t x, y;
+		__builtin_memcpy(&x, a + i, 8);
+		__builtin_memcpy(&y, b + i, 8);
+		diff |= x ^ y;
+	}
+	return diff != 0;
+}
+
 /* Back to the base image; the file must be POOL_SIZE again first, or the
  * mapping past its end would fault. */
 static void restore_live(uint64_t file_size)
@@ -330,7 +346,7 @@ static void restore_live(uint64_t file_size)
 	if (file_size != POOL_SIZE)
 		set_size(POOL_SIZE);
 	for (uint64_t off = 0; off < POOL_SIZE; off += KURA_BLOCK)
-		if (memcmp(live + off, base + off, KURA_BLOCK))
+		if (block_differs(live + off, base + off))
 			memcpy(live + off, base + off, KURA_BLOCK);
 }
 
