@@ -100,6 +100,12 @@ int kp_path_arg(const char *path)
 	return -ENAMETOOLONG;
 }
 
+int kp_path_arg_or_empty(const char *path, int empty_ok)
+{
+	int r = kp_path_arg(path);
+	return r ? r : !*path && !empty_ok ? -ENOENT : 0;
+}
+
 /* ---- the calls that can take pages away (map.c has munmap, mprotect and
  * mremap, which must also keep its table of kura maps) ---- */
 

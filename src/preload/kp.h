@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -106,6 +107,8 @@
  * -ENAMETOOLONG (argcheck.c). */
 int kp_path_arg(const char *path);
 #define KP_PATH_OK(p) (kp_path_arg(p) == 0)
+/* kp_path_arg, and -ENOENT for an empty path unless empty_ok. */
+int kp_path_arg_or_empty(const char *path, int empty_ok);
 /* mmap with MAP_FIXED may have replaced readable pages. */
 void kp_map_fixed(void);
 /* map.c: this process's shared maps of kura files. */

@@ -138,7 +138,6 @@ static int past_eof_fd(void)
 	return fd;
 }
 
-static void install_bus_handler(void);
 
 /* Covers pages [from, to) of m: pool blocks where the file has them, zeros
  * for holes a read-only mount cannot fill, SIGBUS past the end of the
@@ -178,7 +177,7 @@ static int cover(struct kp_map *m, size_t from, size_t to, int alloc)
 				int fd = past_eof_fd();
 				if (fd < 0)
 					return -errno;
-				install_bus_handler();
+				kp_install_bus_handler();
 				r = REAL(mmap)(at, run * PAGE, m->prot, MAP_SHARED | MAP_FIXED, fd, 0);
 				if (r != MAP_FAILED && first + run >= eof_from && first < eof_from)
 					m->eof_pages = npages - first; /* joins the known tail */
@@ -635,24 +634,13 @@ void kp_map_truncated(int mnt, uint64_t ino, uint64_t size, uint64_t before, uin
 	pthread_mutex_unlock(&maps_lock);
 }
 
-/* ---- SIGBUS: pages that came within the file; SIGSEGV: stores that join
- * an atomic group (groupmap.c) ---- */
-
-/* The program's dispositions of the two signals, once the layer handles
- * them (slot 0 SIGBUS, 1 SIGSEGV). */
-static struct sigaction user_act[2];
-static int installed[2];
-static pthread_mutex_t bus_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int slot_of_sig(int sig)
-{
-	return sig == SIGBUS ? 0 : sig == SIGSEGV ? 1 : -1;
-}
+/* ---- SIGBUS on a page that came within the file (mapsig.c has the
+ * handlers) ---- */
 
 /* In the handler: maps the page at addr if it is a map's page that lies
  * within the file now.  maps_lock may be held by the interrupted thread
  * itself, so it is only tried. */
-static int fault_in(void *addr)
+int kp_map_fault_in(void *addr)
 {
 	int tries = 0, r;
 	while ((r = pthread_mutex_trylock(&maps_lock)) == EBUSY && ++tries < 100000)
@@ -682,97 +670,6 @@ static int fault_in(void *addr)
 	}
 	pthread_mutex_unlock(&maps_lock);
 	return ok;
-}
-
-/* A fault that is not the layer's goes to the program's handler, or
- * kills as the default would when the access repeats. */
-static void pass_on(int sig, siginfo_t *si, void *uc)
-{
-	struct sigaction u = user_act[slot_of_sig(sig)];
-	if ((u.sa_flags & SA_SIGINFO) && u.sa_sigaction) {
-		u.sa_sigaction(sig, si, uc);
-	} else if (u.sa_handler != SIG_DFL && u.sa_handler != SIG_IGN) {
-		u.sa_handler(sig);
-	} else {
-		struct sigaction dfl = { .sa_handler = SIG_DFL };
-		REAL(sigaction)(sig, &dfl, NULL);
-	}
-}
-
-static void on_bus(int sig, siginfo_t *si, void *uc)
-{
-	if (si->si_code == BUS_ADRERR && fault_in(si->si_addr))
-		return;
-	pass_on(sig, si, uc);
-}
-
-/* A store a group cannot take (it is full, or the pool is) is what a
- * store into a page the kernel cannot back is: SIGBUS. */
-static void on_segv(int sig, siginfo_t *si, void *uc)
-{
-	int r = si->si_code == SEGV_ACCERR ? kp_group_fault(si->si_addr) : 0;
-	if (r > 0)
-		return;
-	if (r < 0) {
-		/* The program's SIGBUS disposition decides, as for a store
-		 * the kernel cannot back; a handler that returns sees the
-		 * store fault again, as on Linux. */
-		raise(SIGBUS);
-		return;
-	}
-	pass_on(sig, si, uc);
-}
-
-static void install_handler(int sig, void (*fn)(int, siginfo_t *, void *))
-{
-	int k = slot_of_sig(sig);
-	if (__atomic_load_n(&installed[k], __ATOMIC_ACQUIRE))
-		return;
-	pthread_mutex_lock(&bus_lock);
-	if (!installed[k]) {
-		struct sigaction sa = { .sa_sigaction = fn, .sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK };
-		sigemptyset(&sa.sa_mask);
-		REAL(sigaction)(sig, &sa, &user_act[k]);
-		__atomic_store_n(&installed[k], 1, __ATOMIC_RELEASE);
-	}
-	pthread_mutex_unlock(&bus_lock);
-}
-
-static void install_bus_handler(void)
-{
-	install_handler(SIGBUS, on_bus);
-}
-
-void kp_install_segv_handler(void)
-{
-	install_handler(SIGSEGV, on_segv);
-}
-
-/* Once the layer handles a signal, the program's handler is kept aside and
- * called for the faults that are not the layer's. */
-KP_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
-{
-	int k = slot_of_sig(sig);
-	if (k < 0 || !__atomic_load_n(&installed[k], __ATOMIC_ACQUIRE))
-		return REAL(sigaction)(sig, act, old);
-	pthread_mutex_lock(&bus_lock);
-	if (old)
-		*old = user_act[k];
-	if (act)
-		user_act[k] = *act;
-	pthread_mutex_unlock(&bus_lock);
-	return 0;
-}
-
-KP_EXPORT sighandler_t signal(int sig, sighandler_t handler)
-{
-	struct sigaction act = { .sa_handler = handler, .sa_flags = SA_RESTART }, old;
-	sigemptyset(&act.sa_mask);
-	int k = slot_of_sig(sig);
-	if (k < 0 || !__atomic_load_n(&installed[k], __ATOMIC_ACQUIRE))
-		return REAL(signal)(sig, handler);
-	sigaction(sig, &act, &old);
-	return old.sa_handler;
 }
 
 /* ---- fork and exec ---- */

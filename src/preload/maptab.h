@@ -1,6 +1,7 @@
 /*
  * maptab.h — this process's table of shared maps of kura files (map.c),
- * for the code that changes what their pages show (groupmap.c).
+ * for the code that changes what their pages show (groupmap.c) and the
+ * signal handlers (mapsig.c).
  */
 #ifndef KP_MAPTAB_H
 #define KP_MAPTAB_H
@@ -37,6 +38,12 @@ struct kp_map *kp_maps_find(const void *addr);
 /* With the lock: maps pages [from, to) of m at the file's blocks again
  * (map.c's cover, without filling holes). */
 int kp_map_recover(struct kp_map *m, size_t from, size_t to);
+
+/* In mapsig.c's SIGBUS handler: maps the page at addr if it is a map's
+ * page that lies within the file now; 1 if it did. */
+int kp_map_fault_in(void *addr);
+/* mapsig.c: the handler, installed by the first map that may need it. */
+void kp_install_bus_handler(void);
 
 /* groupmap.c, called by map.c: pages of a map just covered with the file's
  * blocks that a group of this process has taken over show its blocks
