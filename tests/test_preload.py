@@ -513,9 +513,8 @@ def test_std_stream_kept_while_stderr_is_elsewhere(env):
     bash_as_on_tmpfs(env, "xtrace", XTRACE_SWITCH, "+ for i in 1 2 3\nround 2\n+ for i in 1 2 3\nround 3")
 
 
-REMOVED_CWD = r"""
-mkdir $B/gone && cd $B/gone && rmdir ../gone
-readlink -e . ; echo "readlink -e: $?"
+# getcwd of a working directory that was removed, as Python reports it.
+PY_GETCWD = r"""
 python3 -c 'import os
 try:
     os.getcwd()
@@ -523,12 +522,45 @@ except FileNotFoundError as e:
     print("getcwd:", e.strerror)'
 """
 
+REMOVED_CWD = r"""
+mkdir $B/gone && cd $B/gone && rmdir ../gone
+readlink -e . ; echo "readlink -e: $?"
+""" + PY_GETCWD
+
 
 def test_getcwd_of_a_removed_directory(env):
     """getcwd in a working directory that was removed fails with ENOENT, as
     on Linux (coreutils' readlink -e . relies on it); the old layer answered
     the stale name."""
     bash_as_on_tmpfs(env, "cwdgone", REMOVED_CWD, "readlink -e: 1\ngetcwd: No such file or directory")
+
+
+RENAMED_CWD = r"""
+mkdir -p $B/a/b && cd $B/a/b && echo first > f
+mv $B/a $B/x
+cat f
+/bin/pwd
+readlink /proc/self/cwd
+python3 -c 'import os; print(os.getcwd(), open("f").read().strip())'
+bash -c 'cat f; /bin/pwd'
+# The old name now leads to another directory; the working one stays.
+mkdir -p $B/a/b && echo second > $B/a/b/f
+cat f
+cd -P .. && /bin/pwd && ls
+# Removed after the rename: gone wherever it went.
+mkdir $B/x/c && cd $B/x/c && mv $B/x $B/y && rmdir ../c
+""" + PY_GETCWD
+
+
+def test_working_directory_follows_a_rename_of_its_parent(env):
+    """A working directory in a pool is the directory itself, as on Linux:
+    after another process renames its parent, relative paths (in this
+    process and in the programs it runs) still reach it, getcwd names it
+    where it is now, and a new directory at the old name is not it.  The
+    old layer kept only the name: every relative path failed with ENOENT,
+    or reached the new directory."""
+    bash_as_on_tmpfs(env, "cwdmoved", RENAMED_CWD, "first\nBASE/x/b\nBASE/x/b\nBASE/x/b first\nfirst\nBASE/x/b\n"
+                     "first\nBASE/x\nb\ngetcwd: No such file or directory")
 
 
 UNKNOWN_OPEN_BITS = r"""

@@ -4,10 +4,17 @@
  * name what the kernel cannot know.
  *
  * While the working directory is inside a prefix the kernel's own cwd is
- * left where it was and kp_vcwd (path.c) holds the virtual one, a name.
+ * left where it was and the layer keeps the virtual one: its name, kp_vcwd
+ * (path.c), and a kura descriptor on the directory.  Relative paths are
+ * looked up from the descriptor, so they follow the directory wherever it
+ * is renamed, as the kernel's cwd does; the name is brought up to date
+ * when it is asked for (getcwd, /proc/self/cwd, exec) or when ".." may
+ * climb out of the pool.  A directory the process may search but not read
+ * cannot be opened: it is kept by name alone, as before the descriptor.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -51,18 +58,122 @@ int kp_proc_exe(const char *path)
 	return kp_pool_exe && proc_self_link(path, "exe");
 }
 
-static int set_vcwd(const char *host)
+/* The descriptor and its mount in one word, read without a lock by every
+ * relative lookup: mount << 32 | (descriptor + 1), 0 for none. */
+static uint64_t vcwd_ref;
+static pthread_mutex_t vcwd_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A descriptor the working directory no longer uses is closed a few
+ * changes later, not at once: another thread may be between a lookup
+ * that took it and the engine call that uses it, and a number closed now
+ * could by then name another file. */
+#define RETIRED 8
+static uint64_t retired[RETIRED];
+static unsigned next_retired;
+
+int kp_vcwd_dir(int *mnt)
 {
-	size_t l = strlen(host);
-	if (l >= sizeof kp_vcwd)
+	uint64_t v = __atomic_load_n(&vcwd_ref, __ATOMIC_ACQUIRE);
+	if (!v)
+		return -1;
+	*mnt = (int)(v >> 32);
+	return (int)(uint32_t)v - 1;
+}
+
+static void close_ref(uint64_t v)
+{
+	kura_fs *fs = v ? kp_fs((int)(v >> 32)) : NULL;
+	if (fs)
+		kura_close(fs, (int)(uint32_t)v - 1);
+}
+
+/* With vcwd_lock: the directory becomes host (the kernel's when ""), held
+ * by kfd in mount mnt (-1: by name alone). */
+static void switch_vcwd(const char *host, int mnt, int kfd)
+{
+	uint64_t old = __atomic_exchange_n(&vcwd_ref, kfd < 0 ? 0 : (uint64_t)mnt << 32 | (uint32_t)(kfd + 1),
+					   __ATOMIC_ACQ_REL);
+	if (host != kp_vcwd)
+		snprintf(kp_vcwd, sizeof kp_vcwd, "%s", host);
+	if (old) {
+		unsigned i = next_retired++ % RETIRED;
+		close_ref(retired[i]);
+		retired[i] = old;
+	}
+}
+
+static int set_vcwd(const char *host, int mnt, int kfd)
+{
+	if (strlen(host) >= sizeof kp_vcwd) {
+		close_ref(kfd < 0 ? 0 : (uint64_t)mnt << 32 | (uint32_t)(kfd + 1));
 		return -ENAMETOOLONG;
-	memcpy(kp_vcwd, host, l + 1);
+	}
+	pthread_mutex_lock(&vcwd_lock);
+	switch_vcwd(host, mnt, kfd);
+	pthread_mutex_unlock(&vcwd_lock);
+	return 0;
+}
+
+static void leave_vcwd(void)
+{
+	pthread_mutex_lock(&vcwd_lock);
+	switch_vcwd("", 0, -1);
+	pthread_mutex_unlock(&vcwd_lock);
+}
+
+void kp_vcwd_adopt(int mnt, int kfd)
+{
+	if (!kp_vcwd[0]) { /* the name did not come over (or names no prefix) */
+		close_ref((uint64_t)mnt << 32 | (uint32_t)(kfd + 1));
+		return;
+	}
+	pthread_mutex_lock(&vcwd_lock);
+	switch_vcwd(kp_vcwd, mnt, kfd);
+	pthread_mutex_unlock(&vcwd_lock);
+}
+
+/* Without a descriptor: the name must still lead to a directory. */
+static int vcwd_name_gone(void)
+{
+	struct kp_path kp;
+	struct stat st;
+	if (kp_classify(AT_FDCWD, kp_vcwd, &kp) || kp.where != KP_KURA || !kp_fs(kp.mnt))
+		return 0;
+	int r = kura_fstatat(kp_fs(kp.mnt), kp.kdirfd, kp.p, &st, 0);
+	return r == -ENOENT || r == -ENOTDIR || (r == 0 && !S_ISDIR(st.st_mode));
+}
+
+int kp_vcwd_refresh(void)
+{
+	if (!kp_vcwd[0])
+		return 0;
+	int mnt, kfd = kp_vcwd_dir(&mnt);
+	if (kfd < 0)
+		return vcwd_name_gone() ? -ENOENT : 0;
+	kura_fs *fs = kp_fs(mnt);
+	char dir[PATH_MAX], host[PATH_MAX];
+	int r = fs ? kura_getpath(fs, kfd, dir, sizeof dir) : -EBADF;
+	if (r == -ERANGE)
+		return -ENAMETOOLONG;
+	if (r < 0)
+		return r;
+	if (snprintf(host, sizeof host, "%s%s", kp_mounts[mnt].prefix, strcmp(dir, "/") ? dir : "") >=
+	    (int)sizeof host)
+		return -ENAMETOOLONG;
+	pthread_mutex_lock(&vcwd_lock);
+	int now_mnt;
+	if (kp_vcwd_dir(&now_mnt) == kfd && now_mnt == mnt) /* unless a chdir came between */
+		snprintf(kp_vcwd, sizeof kp_vcwd, "%s", host);
+	pthread_mutex_unlock(&vcwd_lock);
 	return 0;
 }
 
 KP_EXPORT int chdir(const char *path)
 {
 	struct kp_path kp;
+	/* The name is what the symlink check below walks. */
+	if (kp_vcwd[0] && KP_PATH_OK(path) && path[0] != '/')
+		kp_vcwd_refresh();
 	int r = kp_classify(AT_FDCWD, path, &kp);
 	if (r)
 		return (int)kp_ret(r);
@@ -78,7 +189,7 @@ again:
 	if (kp.where != KP_KURA) {
 		r = REAL(chdir)(kp.p);
 		if (r == 0) {
-			kp_vcwd[0] = '\0';
+			leave_vcwd();
 			kp_refresh_real_cwd();
 		} else if (KP_HOST_MISS() && kp_host_link(&kp, AT_FDCWD, 1)) {
 			goto again;
@@ -96,8 +207,10 @@ again:
 		r = kura_faccessat(fs, kp.kdirfd, kp.p, X_OK, AT_EACCESS); /* the file-system ids, as chdir(2) */
 	if (r == 0 && !kp.host[0])
 		r = -ENOENT;
-	if (r == 0)
-		r = set_vcwd(kp.host);
+	if (r == 0) {
+		int kfd = kura_openat(fs, kp.kdirfd, kp.p, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
+		r = set_vcwd(kp.host, kp.mnt, kfd < 0 ? -1 : kfd);
+	}
 	return (int)kp_ret(r);
 }
 
@@ -108,7 +221,7 @@ KP_EXPORT int fchdir(int fd)
 	if (!e) {
 		int r = REAL(fchdir)(fd);
 		if (r == 0) {
-			kp_vcwd[0] = '\0';
+			leave_vcwd();
 			kp_refresh_real_cwd();
 		}
 		return r;
@@ -122,46 +235,48 @@ KP_EXPORT int fchdir(int fd)
 	if (snprintf(host, sizeof host, "%s%s", kp_mounts[e->mnt].prefix, strcmp(dir, "/") ? dir : "") >=
 	    (int)sizeof host)
 		return (int)kp_ret(-ENAMETOOLONG);
-	return (int)kp_ret(set_vcwd(host));
+	int kfd = kura_dup(kp_fs(e->mnt), e->kfd);
+	return (int)kp_ret(set_vcwd(host, e->mnt, kfd < 0 ? -1 : kfd));
 }
 
 /* Linux's getcwd fails with ENOENT once the working directory is removed
- * (readlink -e . and realpath rely on it); the virtual one is a name, so
- * the name must still lead to a directory. */
-static int vcwd_gone(void)
+ * (readlink -e . and realpath rely on it), and names it where it is now. */
+/* The working directory's name now, copied under the lock (a chdir in
+ * another thread may be rewriting it): 0, "" if it became the kernel's
+ * meanwhile, or -errno. */
+static int vcwd_now(char *dst)
 {
-	struct kp_path kp;
-	struct stat st;
-	if (kp_classify(AT_FDCWD, kp_vcwd, &kp) || kp.where != KP_KURA || !kp_fs(kp.mnt))
-		return 0;
-	int r = kura_fstatat(kp_fs(kp.mnt), kp.kdirfd, kp.p, &st, 0);
-	return r == -ENOENT || r == -ENOTDIR || (r == 0 && !S_ISDIR(st.st_mode));
+	int r = kp_vcwd_refresh();
+	if (r < 0)
+		return r;
+	pthread_mutex_lock(&vcwd_lock);
+	memcpy(dst, kp_vcwd, strlen(kp_vcwd) + 1);
+	pthread_mutex_unlock(&vcwd_lock);
+	return 0;
 }
 
 KP_EXPORT char *getcwd(char *buf, size_t size)
 {
-	if (!kp_vcwd[0])
-		return REAL(getcwd)(buf, size);
-	if (vcwd_gone()) {
-		errno = ENOENT;
+	char now[PATH_MAX];
+	int r = kp_vcwd[0] ? vcwd_now(now) : (now[0] = '\0', 0);
+	if (r < 0) {
+		errno = -r;
 		return NULL;
 	}
-	size_t l = strlen(kp_vcwd) + 1;
-	if (!buf) {
-		buf = malloc(size > l ? size : l);
-		if (!buf)
-			return NULL;
-		size = size > l ? size : l;
-	}
-	if (size == 0) {
+	if (!now[0])
+		return REAL(getcwd)(buf, size);
+	size_t l = strlen(now) + 1;
+	if (buf && size == 0) {
 		errno = EINVAL;
 		return NULL;
 	}
-	if (l > size) {
+	if (size && l > size) {
 		errno = ERANGE;
 		return NULL;
 	}
-	memcpy(buf, kp_vcwd, l);
+	if (!buf && !(buf = malloc(size > l ? size : l)))
+		return NULL;
+	memcpy(buf, now, l);
 	return buf;
 }
 
@@ -178,11 +293,11 @@ KP_EXPORT char *getwd(char *buf)
 
 KP_EXPORT char *get_current_dir_name(void)
 {
-	if (!kp_vcwd[0])
-		return REAL(get_current_dir_name)();
-	if (vcwd_gone()) {
-		errno = ENOENT;
+	char now[PATH_MAX];
+	int r = kp_vcwd[0] ? vcwd_now(now) : (now[0] = '\0', 0);
+	if (r < 0) {
+		errno = -r;
 		return NULL;
 	}
-	return strdup(kp_vcwd);
+	return now[0] ? strdup(now) : REAL(get_current_dir_name)();
 }

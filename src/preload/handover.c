@@ -300,8 +300,10 @@ char **kp_build_env(char *const *envp, int keep_cloexec, const char *pool_exe)
 		}
 	if (names[nl - 1] == ',' && (added = strdup(names)))
 		env[k++] = added;
+	kp_vcwd_refresh();
 	if (kp_vcwd[0] && asprintf(&cwd, "KURA_CWD=%s", kp_vcwd) > 0)
 		env[k++] = cwd;
+	int cwd_mnt, cwd_kfd = kp_vcwd_dir(&cwd_mnt);
 	if (pool_exe && asprintf(&exe, "KURA_EXE=%s", pool_exe) > 0)
 		env[k++] = exe;
 	struct sbuf b = { 0 };
@@ -314,6 +316,10 @@ char **kp_build_env(char *const *envp, int keep_cloexec, const char *pool_exe)
 		sb_add(&b, "%s%d:%d:", mark > head ? ";" : "", m, kura_state_fd(kp_mounts[m].fs));
 		struct inh h = { &b, m, 0, keep_cloexec };
 		kp_foreach(add_fd, &h);
+		/* The working directory goes over as itself: "c" and its id. */
+		long cwd_id = cwd_kfd >= 0 && cwd_mnt == m ? kura_fd_export(kp_mounts[m].fs, cwd_kfd) : -1;
+		if (cwd_id >= 0)
+			sb_add(&b, "%sc%ld", h.any++ ? "," : "", cwd_id);
 		if (!h.any)
 			b.len = mark; /* nothing to hand over from this mount */
 		else /* the engine keeps them close-on-exec except for this hand-over */
@@ -405,6 +411,12 @@ void kp_inherit(void)
 		kp_set_fs((int)m, fs);
 		char *s2 = NULL;
 		for (char *it = strtok_r(list, ",", &s2); it; it = strtok_r(NULL, ",", &s2)) {
+			if (*it == 'c') {
+				int kfd = kura_fd_import(fs, strtol(it + 1, NULL, 10));
+				if (kfd >= 0)
+					kp_vcwd_adopt((int)m, kfd);
+				continue;
+			}
 			if (*it == 'x') {
 				/* A close-on-exec descriptor of the old image: the
 				 * exec succeeded, so its reference ends here. */

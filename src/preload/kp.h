@@ -326,6 +326,15 @@ int kp_procfd(const char *path);
  * directory is kura's (readlink answers the virtual one). */
 int kp_proc_cwd(const char *path);
 extern char kp_vcwd[PATH_MAX]; /* "" when the working directory is the kernel's */
+/* The virtual working directory itself: a kura descriptor on it (its mount
+ * in *mnt), so that relative paths follow the directory when it is renamed,
+ * as the kernel's cwd does; -1 when only its name is known. */
+int kp_vcwd_dir(int *mnt);
+/* kp_vcwd brought up to date with where the directory is now: 0, or
+ * -ENOENT once it is removed. */
+int kp_vcwd_refresh(void);
+/* The new image's side of an exec that handed the descriptor over. */
+void kp_vcwd_adopt(int mnt, int kfd);
 /* The kernel's working directory changed (cwd.c): path.c reads it again. */
 void kp_refresh_real_cwd(void);
 /* The pool program this image runs from a copy (exec of a pool file), which

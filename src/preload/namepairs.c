@@ -274,6 +274,8 @@ KP_EXPORT ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t n)
 		return (ssize_t)l;
 	}
 	if (KP_PATH_OK(path) && (kp_proc_cwd(path) || kp_proc_exe(path))) {
+		if (kp_proc_cwd(path))
+			kp_vcwd_refresh();
 		const char *s = kp_proc_exe(path) ? kp_pool_exe : kp_vcwd;
 		size_t l = strlen(s);
 		memcpy(buf, s, l < n ? l : n);

@@ -363,7 +363,28 @@ int kp_classify(int dirfd, const char *path, struct kp_path *out)
 	}
 	if (dirfd == AT_FDCWD) {
 		if (kp_vcwd[0]) {
-			return classify_join(out, kp_vcwd, path, 0);
+			int mnt, kfd = kp_vcwd_dir(&mnt);
+			if (kfd < 0 || !*path)
+				return classify_join(out, kp_vcwd, path, 0);
+			if (has_dotdot(path)) {
+				/* ".." may climb out of the prefix: by name, as the
+				 * directory is named now. */
+				kp_vcwd_refresh();
+				return classify_join(out, kp_vcwd, path, 0);
+			}
+			/* From the directory itself (cwd.c), which the host name,
+			 * the last one known, may no longer reach.  Linux bounds
+			 * the path given, not its join with the cwd's name. */
+			int r = classify_join(out, kp_vcwd, path, 0);
+			if (r && r != -ENAMETOOLONG)
+				return r;
+			if (r)
+				out->host[0] = '\0';
+			out->where = KP_KURA;
+			out->mnt = mnt;
+			out->kdirfd = kfd;
+			out->p = path;
+			return 0;
 		}
 		if (!real_cwd_known)
 			kp_refresh_real_cwd();
