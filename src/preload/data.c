@@ -413,27 +413,29 @@ KP_EXPORT ssize_t readahead(int fd, off64_t off, size_t n)
 KP_EXPORT int fstat(int fd, struct stat *st)
 {
 	struct kp_fd *e = kp_get(fd);
-	return e ? (int)kp_ret(kura_fstat(FS(e), e->kfd, st)) : REAL(fstat)(fd, st);
+	return e ? (int)kp_ret(kura_fstat(FS(e), e->kfd, st)) : kp_fifo_fstat(fd, st);
 }
 KP_EXPORT int fstat64(int fd, struct stat64 *st) { return fstat(fd, (struct stat *)st); }
 typedef int (*fxstat_fn)(int, int, struct stat *);
 KP_EXPORT int __fxstat(int ver, int fd, struct stat *st)
 {
 	struct kp_fd *e = kp_get(fd);
-	return e ? (int)kp_ret(kura_fstat(FS(e), e->kfd, st))
-		 : REALT(fxstat_fn, "__fxstat")(ver, fd, st);
+	if (e)
+		return (int)kp_ret(kura_fstat(FS(e), e->kfd, st));
+	/* x86-64 has one stat layout, the kernel's: what fstat fills */
+	return ver == 1 ? kp_fifo_fstat(fd, st) : REALT(fxstat_fn, "__fxstat")(ver, fd, st);
 }
 KP_EXPORT int __fxstat64(int ver, int fd, struct stat64 *st) { return __fxstat(ver, fd, (struct stat *)st); }
 
 KP_EXPORT int fchmod(int fd, mode_t m)
 {
 	struct kp_fd *e = kp_get(fd);
-	return e ? (int)kp_ret(kp_noted(e, kura_fchmod(FS(e), e->kfd, m), 0, IN_ATTRIB)) : REAL(fchmod)(fd, m);
+	return e ? (int)kp_ret(kp_noted(e, kura_fchmod(FS(e), e->kfd, m), 0, IN_ATTRIB)) : kp_fifo_fchange(fd, m, 0, 0, 0);
 }
 KP_EXPORT int fchown(int fd, uid_t u, gid_t g)
 {
 	struct kp_fd *e = kp_get(fd);
-	return e ? (int)kp_ret(kp_noted(e, kura_fchown(FS(e), e->kfd, u, g), 0, IN_ATTRIB)) : REAL(fchown)(fd, u, g);
+	return e ? (int)kp_ret(kp_noted(e, kura_fchown(FS(e), e->kfd, u, g), 0, IN_ATTRIB)) : kp_fifo_fchange(fd, 0, u, g, 1);
 }
 KP_EXPORT int futimens(int fd, const struct timespec t[2])
 {

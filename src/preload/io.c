@@ -112,7 +112,7 @@ int kp_open_path(struct kp_path *kp, int flags, mode_t mode)
 		return open_escaped(kp, flags0, mode0);
 	/* The engine opens no FIFO: the kernel's pipe behind it (socket.c). */
 	if (kfd == -EOPNOTSUPP || kfd == -ENXIO) {
-		int pfd = kp_fifo_open(fs, kp->kdirfd, kp->p, flags);
+		int pfd = kp_fifo_open(kp, fs, flags);
 		if (pfd != -EOPNOTSUPP)
 			return pfd < 0 ? (int)kp_ret(pfd) : pfd;
 	}

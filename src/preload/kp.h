@@ -218,9 +218,16 @@ static inline void kp_creds_sync(void)
 		kp_creds_refresh();
 }
 long kp_creds_syscall(long n, long a, long b, long c, long d, long e, long f);
-/* socket.c: the kernel FIFO behind a FIFO node at path (-errno; -EOPNOTSUPP
- * if path is not a FIFO). */
-int kp_fifo_open(kura_fs *fs, int kdirfd, const char *path, int flags);
+/* socket.c: the kernel FIFO behind the FIFO node kp names (-errno;
+ * -EOPNOTSUPP if it is not a FIFO). */
+struct kp_path;
+int kp_fifo_open(const struct kp_path *kp, kura_fs *fs, int flags);
+/* fstat of a kernel descriptor, and fchmod/fchown (chown != 0) of it: for a
+ * FIFO kp_fifo_open opened, its pool node's. */
+int kp_fifo_fstat(int fd, struct stat *st);
+/* The same, 1 if it was such a FIFO, 0 if not, -1 with errno. */
+int kp_fifo_stat_of(int fd, struct stat *st);
+int kp_fifo_fchange(int fd, mode_t mode, uid_t uid, gid_t gid, int chown);
 /* socket.c: the device a device node at path names, opened (-errno;
  * -EACCES if path is not a device node or may not be opened). */
 int kp_dev_open(int mnt, kura_fs *fs, int kdirfd, const char *path, int flags);

@@ -43,6 +43,8 @@ static int kstatat(int dirfd, const char *path, struct stat *st, int flags, int 
 	int pfd = KP_PATH_OK(path) ? kp_procfd(path) : -1;
 	if (pfd >= 0 && !(flags & AT_SYMLINK_NOFOLLOW))
 		return fstat(pfd, st);
+	if ((flags & AT_EMPTY_PATH) && dirfd >= 0 && KP_PATH_OK(path) && !*path && !kp_get(dirfd))
+		return kp_fifo_fstat(dirfd, st); /* glibc's fstat is this call */
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
 		return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
@@ -77,6 +79,9 @@ KP_EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask, struc
 	int r;
 	if (pfd >= 0) {
 		r = fstat(pfd, &st);
+	} else if ((flags & AT_EMPTY_PATH) && dirfd >= 0 && KP_PATH_OK(path) && !*path && !kp_get(dirfd) &&
+		   kp_fifo_stat_of(dirfd, &st) == 1) {
+		r = 0;
 	} else {
 		RESOLVE(dirfd, path, kp);
 		if (kp.where != KP_KURA)

@@ -113,8 +113,126 @@ static int kernel_addr(uid_t owner, uint64_t ino, uint64_t token, int make, stru
 	return 0;
 }
 
-int kp_fifo_open(kura_fs *fs, int kdirfd, const char *path, int flags)
+/* ---- what fstat of an open FIFO shows ----
+ * The descriptor is the kernel's private FIFO, whose fstat would name
+ * another device and inode than stat of the pool path: programs that check
+ * that the file they opened is the one they looked at (cp, tar) take that
+ * for a file replaced under them.  So fstat, fchmod and fchown of a private
+ * FIFO this process opened answer for its pool node.  The FIFO is known by
+ * the kernel's identity of it, not by descriptor number: dups and a forked
+ * child's copies are recognised, and a number reused for another file is
+ * not taken for it. */
+struct fifo_seen {
+	dev_t kdev;
+	ino_t kino;
+	uint64_t ino;       /* the pool node */
+	char *host;         /* its host path at the open */
+	struct stat st;     /* its stat then, shown if the path no longer leads to it */
+};
+static struct fifo_seen *seen;
+static size_t nseen, cap_seen;
+static pthread_mutex_t seen_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void remember_fifo(int fd, const struct kp_path *kp, const struct stat *node)
 {
+	struct stat k;
+	if (REAL(fstat)(fd, &k) || !kp->host[0])
+		return;
+	pthread_mutex_lock(&seen_lock);
+	size_t i = 0;
+	while (i < nseen && (seen[i].kdev != k.st_dev || seen[i].kino != k.st_ino))
+		i++;
+	if (i == nseen && nseen == cap_seen) {
+		size_t cap = cap_seen ? cap_seen * 2 : 8;
+		struct fifo_seen *n = realloc(seen, cap * sizeof *n);
+		if (!n)
+			goto out;
+		seen = n;
+		cap_seen = cap;
+	}
+	char *host = strdup(kp->host);
+	if (!host)
+		goto out;
+	if (i == nseen)
+		nseen++;
+	else
+		free(seen[i].host);
+	seen[i] = (struct fifo_seen){ k.st_dev, k.st_ino, node->st_ino, host, *node };
+out:
+	pthread_mutex_unlock(&seen_lock);
+}
+
+/* The pool node behind kernel FIFO k, as it is now: 1 with *st (and its
+ * path in kp, "" if the path no longer leads to it), else 0. */
+static int fifo_node(const struct stat *k, struct stat *st, struct kp_path *kp)
+{
+	if (!S_ISFIFO(k->st_mode) || !__atomic_load_n(&nseen, __ATOMIC_ACQUIRE))
+		return 0;
+	char host[PATH_MAX];
+	uint64_t ino = 0;
+	pthread_mutex_lock(&seen_lock);
+	for (size_t i = 0; i < nseen; i++)
+		if (seen[i].kdev == k->st_dev && seen[i].kino == k->st_ino) {
+			ino = seen[i].ino;
+			*st = seen[i].st;
+			snprintf(host, sizeof host, "%s", seen[i].host);
+		}
+	pthread_mutex_unlock(&seen_lock);
+	if (!ino)
+		return 0;
+	struct stat now;
+	if (kp_classify(AT_FDCWD, host, kp) == 0 && kp->where == KP_KURA && kp_fs(kp->mnt) &&
+	    kura_fstatat(kp_fs(kp->mnt), kp->kdirfd, kp->p, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    now.st_ino == ino && S_ISFIFO(now.st_mode)) {
+		*st = now;
+		/* Kept: after a rename the path leads elsewhere, and the
+		 * last state seen is the best answer left. */
+		pthread_mutex_lock(&seen_lock);
+		for (size_t i = 0; i < nseen; i++)
+			if (seen[i].kdev == k->st_dev && seen[i].kino == k->st_ino)
+				seen[i].st = now;
+		pthread_mutex_unlock(&seen_lock);
+	} else {
+		kp->where = KP_KERNEL;
+	}
+	return 1;
+}
+
+int kp_fifo_stat_of(int fd, struct stat *st)
+{
+	struct kp_path kp;
+	struct stat node;
+	if (REAL(fstat)(fd, st))
+		return -1;
+	if (!fifo_node(st, &node, &kp))
+		return 0;
+	*st = node;
+	return 1;
+}
+
+int kp_fifo_fstat(int fd, struct stat *st)
+{
+	return kp_fifo_stat_of(fd, st) < 0 ? -1 : 0;
+}
+
+int kp_fifo_fchange(int fd, mode_t mode, uid_t uid, gid_t gid, int chown)
+{
+	struct kp_path kp;
+	struct stat k, node;
+	if (REAL(fstat)(fd, &k) || !fifo_node(&k, &node, &kp) || kp.where != KP_KURA)
+		return chown ? REAL(fchown)(fd, uid, gid) : REAL(fchmod)(fd, mode);
+	kura_fs *fs = kp_fs(kp.mnt);
+	int r = chown ? kura_fchownat(fs, kp.kdirfd, kp.p, uid, gid, AT_SYMLINK_NOFOLLOW)
+		      : kura_fchmodat(fs, kp.kdirfd, kp.p, mode, AT_SYMLINK_NOFOLLOW);
+	if (r == 0)
+		fifo_node(&k, &node, &kp); /* what fstat shows follows */
+	return (int)kp_ret(r);
+}
+
+int kp_fifo_open(const struct kp_path *kp, kura_fs *fs, int flags)
+{
+	int kdirfd = kp->kdirfd;
+	const char *path = kp->p;
 	uint64_t ino, token;
 	uid_t owner;
 	int r = kura_socket_name(fs, kdirfd, path, AT_KURA_FIFO, &ino, &token, &owner);
@@ -132,7 +250,12 @@ int kp_fifo_open(kura_fs *fs, int kdirfd, const char *path, int flags)
 	if (!S_ISFIFO(st.st_mode) || st.st_uid != owner)
 		return -EACCES;
 	int fd = REAL(open)(fifo, (flags & ~(O_CREAT | O_EXCL | O_TRUNC | O_DIRECTORY | O_PATH)) | O_NOFOLLOW, 0);
-	return fd < 0 ? -errno : fd;
+	if (fd < 0)
+		return -errno;
+	struct stat node;
+	if (kura_fstatat(fs, kdirfd, path, &node, 0) == 0 && node.st_ino == ino)
+		remember_fifo(fd, kp, &node);
+	return fd;
 }
 
 /* A node in /dev (or one level below) of the type and number wanted. */
