@@ -593,6 +593,28 @@ def test_fstat_of_an_open_fifo_is_its_pool_node(env):
                      "renamed: True 0o604\nthrough the fifo")
 
 
+SCRIPTS = r"""
+cd $B
+ln -s "$(command -v python3)" py
+printf '#!%s/py -u\nimport sys; print(sys.argv)\n' $B > s.py && chmod +x s.py
+./s.py a b; $B/s.py c
+printf '#!%s/s.py x\n' $B > s2 && chmod +x s2 && ./s2 y
+printf '#!/bin/sh\necho "$0" "$@"\n' > s3 && chmod +x s3 && ./s3 1 2 && $B/s3 3
+printf '#!/usr/bin/env python3\nimport sys; print(sys.argv)\n' > s4 && chmod +x s4 && ./s4 q
+chmod -x s.py; ./s.py; echo "not executable: $?"
+"""
+
+
+def test_scripts_in_a_pool_see_their_path(env):
+    """A script whose #! interpreter lies in a pool runs (the old layer left
+    it to the kernel, which cannot see the interpreter: a venv's pip failed
+    with "required file not found"), interpreters that are scripts nest as
+    on Linux, and a pool script's interpreter is given the script's path as
+    $0 / argv[0], not /dev/fd/N."""
+    bash_as_on_tmpfs(env, "scripts", SCRIPTS, "['./s.py', 'a', 'b']\n['BASE/s.py', 'c']\n"
+                     "['BASE/s.py', 'x', './s2', 'y']\n./s3 1 2\nBASE/s3 3\n['./s4', 'q']\n")
+
+
 UNKNOWN_OPEN_BITS = r"""
 python3 -c '
 import os, sys

@@ -172,12 +172,98 @@ static void exec_memfd(int mfd, char *const argv[], char **env)
 	kp_syscall(SYS_execveat, mfd, "", argv, env, AT_EMPTY_PATH);
 }
 
+/* A script whose "#!" names an interpreter in a pool: the kernel would look
+ * the interpreter up in its own namespace and fail ("required file not
+ * found": a venv's pip, say, whose interpreter is the venv's python).  And
+ * a script in a pool run by the kernel from a copy would be /dev/fd/N to
+ * its interpreter: "$0" and sys.argv[0] would not be its path, and scripts
+ * that find their files beside themselves would not.  So unless the
+ * interpreter is one the layer cannot run in (static, set-id), the layer
+ * does what the kernel's binfmt_script does instead, as it does it:
+ * the line is read up to 255 bytes, the interpreter is its first word and
+ * one optional argument the rest, and the interpreter runs with argv
+ * [interpreter, argument, the path given to execve, argv[1]...].  That
+ * exec goes through execve again, which runs a pool binary from a copy,
+ * and the interpreter finds the script by its path, since the layer runs
+ * in it too.  Returns 0 when the kernel can do it itself (no such script),
+ * else -1 with errno (the exec failed). */
+static int exec_pool_interpreter(const char *path, int script_in_pool, char *const argv[], char *const envp[])
+{
+	static __thread int depth;
+	char head[256];
+	struct stat st;
+	/* Non-blocking: a FIFO must not hang the exec, which refuses it. */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? pread(fd, head, sizeof head - 1, 0) : -1;
+	close(fd);
+	if (n < 3 || head[0] != '#' || head[1] != '!')
+		return 0;
+	head[n] = '\0';
+	char *s = head + 2, *end = strchr(s, '\n');
+	if (end)
+		*end = '\0';
+	while (*s == ' ' || *s == '\t')
+		s++;
+	char *interp = s;
+	while (*s && *s != ' ' && *s != '\t')
+		s++;
+	if (!end && !*s)
+		return 0; /* the name may go on past the line the kernel reads: its ENOEXEC */
+	char *arg = NULL;
+	if (*s) {
+		*s++ = '\0';
+		while (*s == ' ' || *s == '\t')
+			s++;
+		if (*s) {
+			arg = s;
+			for (char *t = s + strlen(s); t > s && (t[-1] == ' ' || t[-1] == '\t');)
+				*--t = '\0';
+		}
+	}
+	struct kp_path kp;
+	if (!*interp || kp_classify(AT_FDCWD, interp, &kp))
+		return 0;
+	if (kp.where != KP_KURA && (!script_in_pool || !kp_preloadable(AT_FDCWD, kp.p)))
+		return 0;
+	if (faccessat(AT_FDCWD, path, X_OK, AT_EACCESS)) /* the script's own right to run */
+		return -1;
+	if (depth >= 4) { /* as the kernel: an interpreter that is a script, at most four deep */
+		errno = ELOOP;
+		return -1;
+	}
+	size_t argc = 0;
+	while (argv && argv[argc])
+		argc++;
+	char **nargv = malloc((argc + 3) * sizeof *nargv);
+	if (!nargv)
+		return -1;
+	size_t k = 0;
+	nargv[k++] = interp;
+	if (arg)
+		nargv[k++] = arg;
+	nargv[k++] = (char *)path;
+	for (size_t i = 1; i < argc; i++)
+		nargv[k++] = argv[i];
+	nargv[k] = NULL;
+	depth++;
+	execve(interp, nargv, envp);
+	depth--;
+	int er = errno;
+	free(nargv);
+	errno = er;
+	return -1;
+}
+
 KP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	struct kp_path kp;
 	int r = kp_resolve(AT_FDCWD, path, &kp);
 	if (r)
 		return (int)kp_ret(r);
+	if (exec_pool_interpreter(path, kp.where == KP_KURA, argv, envp))
+		return -1;
 again:;
 	int mfd = -1, mnt = 0, mark = 0;
 	if (kp.where == KP_KURA && (mfd = kura_exec_memfd(kp.hops ? kp.host : path, &mnt, &mark)) < 0)
