@@ -30,9 +30,6 @@
 
 #include "lktab.h"
 
-static __thread int fork_slot[KP_MAX_MOUNTS]; /* 1 + index of the slot prepared for the child */
-static __thread pid_t fork_parent_pid;
-
 /* A POSIX owner gave something up: those waiting for it are no longer
  * blocked by it until they look again (as Linux detaches the waiters of a
  * changed lock), so a finished wait does not make a false cycle. */
@@ -548,90 +545,4 @@ void kp_lock_close(int fd, struct kp_fd *e)
 				drop(t, r);
 		}
 	lk_tunlock(t);
-}
-
-/* ---- fork -------------------------------------------------------------- */
-
-struct publish {
-	struct lk_table *t;
-	int mnt, slot, n;
-};
-
-static void publish_desc(int fd, struct kp_fd *e, void *arg)
-{
-	(void)fd;
-	struct publish *p = arg;
-	if (e->mnt != p->mnt)
-		return;
-	long id = kura_fd_export(kp_mounts[e->mnt].fs, e->kfd);
-	if (id >= 0)
-		lk_bit_set(p->t, p->slot, (uint64_t)id);
-	p->n++;
-}
-
-static void count_desc(int fd, struct kp_fd *e, void *arg)
-{
-	(void)fd;
-	struct publish *p = arg;
-	p->n += e->mnt == p->mnt;
-}
-
-/* Before fork (descriptor table locked): publish every description this
- * process holds, for itself and, in a slot the child will claim, for the
- * child, so that the descriptions are known held from the fork on. */
-void kp_lock_fork_prepare(void)
-{
-	fork_parent_pid = kp_pid;
-	for (int m = 0; m < kp_nmounts; m++) {
-		fork_slot[m] = 0;
-		if (!kp_mounts[m].fs)
-			continue;
-		struct publish p = { NULL, m, -1, 0 };
-		kp_foreach(count_desc, &p);
-		if (!p.n || !(p.t = lk_table_get(m, 1)))
-			continue;
-		uint64_t tok = lk_table_token(m);
-		lk_tlock(p.t);
-		p.slot = lk_slot_mine(p.t, m, tok, 1);
-		if (p.slot >= 0) {
-			kp_foreach(publish_desc, &p);
-			int c = lk_slot_new(p.t, p.slot);
-			if (c >= 0) {
-				memcpy(p.t->held[c], p.t->held[p.slot], sizeof p.t->held[c]);
-				p.t->proc[c].pid = 0;
-				p.t->proc[c].parent = kp_pid;
-				p.t->proc[c].tok = tok;
-				fork_slot[m] = c + 1;
-			}
-		}
-		lk_tunlock(p.t);
-	}
-}
-
-/* In the parent after fork: the child's slot is the child's to claim (a
- * failed fork leaves it counted for as long as the parent lives). */
-void kp_lock_fork_parent(void)
-{
-	for (int m = 0; m < KP_MAX_MOUNTS; m++)
-		fork_slot[m] = 0;
-}
-
-/* In the child, kp_pid already refreshed. */
-void kp_lock_fork_child(void)
-{
-	for (int m = 0; m < KP_MAX_MOUNTS; m++) {
-		lk_my_slot[m] = 0;
-		int c = fork_slot[m] - 1;
-		fork_slot[m] = 0;
-		struct lk_table *t = lk_tables[m];
-		if (c < 0 || !t)
-			continue;
-		lk_tlock(t);
-		if (!t->proc[c].pid && t->proc[c].parent == fork_parent_pid) {
-			t->proc[c].pid = kp_pid;
-			t->proc[c].parent = 0;
-			lk_my_slot[m] = c + 1;
-		}
-		lk_tunlock(t);
-	}
 }
