@@ -177,6 +177,7 @@ int kp_unsupported(const char *what, int err)
 
 static void fork_prepare(void)
 {
+	kp_vcwd_fork_prepare();
 	kp_map_fork_prepare();
 	pthread_mutex_lock(&mount_lock);
 	pthread_mutex_lock(kp_tab_lock());
@@ -197,6 +198,7 @@ static void fork_parent(void)
 	pthread_mutex_unlock(kp_tab_lock());
 	pthread_mutex_unlock(&mount_lock);
 	kp_map_fork_done();
+	kp_vcwd_fork_done();
 }
 
 static void fork_child(void)
@@ -210,6 +212,7 @@ static void fork_child(void)
 	pthread_mutex_unlock(kp_tab_lock());
 	pthread_mutex_unlock(&mount_lock);
 	kp_map_fork_done();
+	kp_vcwd_fork_done();
 }
 
 /* The last process of a pool to exit writes it home and leaves nothing

@@ -121,6 +121,19 @@ static void leave_vcwd(void)
 	pthread_mutex_unlock(&vcwd_lock);
 }
 
+/* Across fork: held, so that the child's copy is not locked by a thread
+ * it does not have.  First of the layer's locks: it is taken before the
+ * mount lock and the engine's (close_ref). */
+void kp_vcwd_fork_prepare(void)
+{
+	pthread_mutex_lock(&vcwd_lock);
+}
+
+void kp_vcwd_fork_done(void)
+{
+	pthread_mutex_unlock(&vcwd_lock);
+}
+
 void kp_vcwd_adopt(int mnt, int kfd)
 {
 	if (!kp_vcwd[0]) { /* the name did not come over (or names no prefix) */

@@ -342,6 +342,8 @@ int kp_vcwd_dir(int *mnt);
 int kp_vcwd_refresh(void);
 /* The new image's side of an exec that handed the descriptor over. */
 void kp_vcwd_adopt(int mnt, int kfd);
+void kp_vcwd_fork_prepare(void);
+void kp_vcwd_fork_done(void);
 /* The kernel's working directory changed (cwd.c): path.c reads it again. */
 void kp_refresh_real_cwd(void);
 /* The pool program this image runs from a copy (exec of a pool file), which
