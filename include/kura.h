@@ -404,8 +404,9 @@ kura_dir *kura_fdopendir(kura_fs *fs, int fd, int *err);
 /* The descriptor a stream reads (as dirfd(3)). */
 int kura_dirfd(kura_dir *d);
 /* The in-pool absolute path ("/a/b") of the directory an open descriptor
- * names, found by walking parent links: -ENOENT if it was removed,
- * -ENOTDIR for a non-directory, -ERANGE if len is too small. */
+ * names, found by walking parent links, of any length that fits len:
+ * -ENOENT if it was removed, -ENOTDIR for a non-directory, -ERANGE if len
+ * is too small. */
 int kura_getpath(kura_fs *fs, int fd, char *buf, size_t len);
 
 /* ---- processes ----------------------------------------------------------

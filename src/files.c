@@ -506,11 +506,15 @@ static int name_in_parent(const struct kura_fs *fs, uint64_t parent, uint64_t di
 }
 
 /* Builds the path backwards, from the directory up to the root. */
+/* Built from the end of buf backwards, so a path of any length fits a
+ * buffer that is long enough (Linux's cwd may lie deeper than PATH_MAX);
+ * a cycle of parent links, which only damage makes, fills it and ends. */
 static int build_path(const struct kura_fs *fs, uint64_t ino, char *buf, size_t len)
 {
-	char path[PATH_MAX];
-	size_t at = sizeof path - 1;
-	path[at] = 0;
+	if (len < 2)
+		return -ERANGE;
+	size_t at = len - 1;
+	buf[at] = 0;
 	uint64_t cur = ino, root = fs->sb->root_ino;
 	const struct kura_inode *ip = ino_get(fs, cur);
 	if (!ip)
@@ -519,27 +523,24 @@ static int build_path(const struct kura_fs *fs, uint64_t ino, char *buf, size_t 
 		return -ENOTDIR;
 	if (ip->nlink == 0)
 		return -ENOENT;
-	for (unsigned depth = 0; cur != root; depth++) {
+	while (cur != root) {
 		struct dir_entry de;
 		ip = ino_get(fs, cur);
-		if (!ip || depth > PATH_MAX / 2)
+		if (!ip)
 			return -EUCLEAN;
 		int err = name_in_parent(fs, ip->parent, cur, &de);
 		if (err)
 			return err;
 		if (de.name_len + 1 > at)
-			return -ENAMETOOLONG;
+			return -ERANGE;
 		at -= de.name_len;
-		memcpy(path + at, de.name, de.name_len);
-		path[--at] = '/';
+		memcpy(buf + at, de.name, de.name_len);
+		buf[--at] = '/';
 		cur = ip->parent;
 	}
-	if (path[at] == 0)
-		path[--at] = '/';
-	size_t n = sizeof path - 1 - at;
-	if (n + 1 > len)
-		return -ERANGE;
-	memcpy(buf, path + at, n + 1);
+	if (buf[at] == 0)
+		buf[--at] = '/';
+	memmove(buf, buf + at, len - at);
 	return 0;
 }
 

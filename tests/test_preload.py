@@ -615,6 +615,37 @@ def test_scripts_in_a_pool_see_their_path(env):
                      "['BASE/s.py', 'x', './s2', 'y']\n./s3 1 2\nBASE/s3 3\n['./s4', 'q']\n")
 
 
+DEEP_CWD = r"""
+cd $B
+python3 -c '
+import os, subprocess
+d = "x" * 200
+for i in range(30):
+    os.mkdir(d)
+    os.chdir(d)
+open("f", "w").write("deep")
+print(os.getcwd().count(d), open("f").read(), os.path.isdir("../" + d), os.listdir("."))
+print(subprocess.run(["pwd", "-P"], capture_output=True, text=True).stdout.count(d))
+try:
+    os.readlink("/proc/self/cwd")
+except OSError as e:
+    print("readlink:", e.strerror)
+os.chdir("..")
+print(os.getcwd().count(d))'
+chmod -R u+rwx $B/x* && rm -rf $B/x* && ls -A $B && echo gone
+"""
+
+
+def test_working_directory_deeper_than_path_max(env):
+    """A working directory in a pool may lie deeper than PATH_MAX, as on
+    Linux: relative paths, getcwd, /proc/self/cwd and the programs it runs
+    work there, and fts (chmod -R, rm -rf) walks such a tree back up
+    through "..".  The old layer kept the working directory as a name of
+    at most PATH_MAX bytes: chdir failed past it, and rm -rf left half the
+    tree ("fts_read failed: File name too long")."""
+    bash_as_on_tmpfs(env, "deepcwd", DEEP_CWD, "30 deep True ['f']\n30\nreadlink: File name too long\n29\ngone")
+
+
 UNKNOWN_OPEN_BITS = r"""
 python3 -c '
 import os, sys

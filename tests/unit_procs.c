@@ -52,6 +52,26 @@ static void test_at_calls(kura_fs *fs)
 	CHECK(kura_getpath(fs, f, path, sizeof path) == -ENOTDIR, "getpath of a file");
 	int r = kura_open(fs, "/", O_RDONLY, 0);
 	CHECK(kura_getpath(fs, r, path, sizeof path) == 0 && !strcmp(path, "/"), "getpath of the root: %s", path);
+	CHECK(kura_getpath(fs, r, path, 1) == -ERANGE, "getpath of the root into one byte");
+
+	/* deeper than PATH_MAX, as a Linux cwd may be: whatever fits the buffer */
+	char name[201];
+	memset(name, 'd', 200);
+	name[200] = 0;
+	int deep = kura_open(fs, "/", O_RDONLY, 0);
+	for (int i = 0; i < 25 && deep >= 0; i++) {
+		kura_mkdirat(fs, deep, name, 0755);
+		int next = kura_openat(fs, deep, name, O_RDONLY | O_DIRECTORY, 0);
+		kura_close(fs, deep);
+		deep = next;
+	}
+	static char big[25 * 201 + 1];
+	CHECK(deep >= 0 && kura_getpath(fs, deep, big, sizeof big) == 0 && strlen(big) == 25 * 201 &&
+		      big[0] == '/' && !strncmp(big + 1, name, 200),
+	      "getpath of a directory %d bytes deep: %zu", 25 * 201, strlen(big));
+	CHECK(kura_getpath(fs, deep, big, sizeof big - 1) == -ERANGE, "getpath one byte short");
+	CHECK(kura_getpath(fs, deep, path, sizeof path) == -ERANGE, "getpath of it into 256 bytes");
+	kura_close(fs, deep);
 
 	/* a removed directory: no new names, and no path */
 	CHECK(kura_mkdir(fs, "/gone", 0755) == 0, "mkdir /gone");

@@ -87,14 +87,28 @@ static void close_ref(uint64_t v)
 		kura_close(fs, (int)(uint32_t)v - 1);
 }
 
-/* With vcwd_lock: the directory becomes host (the kernel's when ""), held
- * by kfd in mount mnt (-1: by name alone). */
+/* Set while the directory's name does not fit kp_vcwd (Linux's cwd may lie
+ * deeper than PATH_MAX) or is not known (it was removed): kp_vcwd then
+ * holds just its mount's prefix, and only the descriptor knows where it is. */
+static int vcwd_unnamed;
+
+int kp_vcwd_named(void)
+{
+	return !__atomic_load_n(&vcwd_unnamed, __ATOMIC_ACQUIRE);
+}
+
+/* With vcwd_lock: the directory becomes host (the kernel's when "", one
+ * with no name kp_vcwd can hold when NULL), held by kfd in mount mnt (-1:
+ * by name alone). */
 static void switch_vcwd(const char *host, int mnt, int kfd)
 {
 	uint64_t old = __atomic_exchange_n(&vcwd_ref, kfd < 0 ? 0 : (uint64_t)mnt << 32 | (uint32_t)(kfd + 1),
 					   __ATOMIC_ACQ_REL);
-	if (host != kp_vcwd)
+	if (!host)
+		snprintf(kp_vcwd, sizeof kp_vcwd, "%s", kp_mounts[mnt].prefix);
+	else if (host != kp_vcwd)
 		snprintf(kp_vcwd, sizeof kp_vcwd, "%s", host);
+	__atomic_store_n(&vcwd_unnamed, !host, __ATOMIC_RELEASE);
 	if (old) {
 		unsigned i = next_retired++ % RETIRED;
 		close_ref(retired[i]);
@@ -102,14 +116,58 @@ static void switch_vcwd(const char *host, int mnt, int kfd)
 	}
 }
 
-static int set_vcwd(const char *host, int mnt, int kfd)
+/* The host name of the directory kfd holds, of any length (malloc'd), or
+ * NULL with errno (ENOENT: it was removed). */
+static char *name_of(int mnt, int kfd)
 {
-	if (strlen(host) >= sizeof kp_vcwd) {
-		close_ref(kfd < 0 ? 0 : (uint64_t)mnt << 32 | (uint32_t)(kfd + 1));
-		return -ENAMETOOLONG;
+	kura_fs *fs = kp_fs(mnt);
+	if (!fs)
+		return NULL;
+	size_t pl = strlen(kp_mounts[mnt].prefix);
+	for (size_t cap = PATH_MAX;; cap *= 4) {
+		char *name = malloc(pl + cap);
+		if (!name)
+			return NULL;
+		int r = kura_getpath(fs, kfd, name + pl, cap);
+		if (r == 0) {
+			memcpy(name, kp_mounts[mnt].prefix, pl);
+			if (!strcmp(name + pl, "/"))
+				name[pl] = '\0';
+			return name;
+		}
+		free(name);
+		if (r != -ERANGE || cap >= (1u << 24)) {
+			errno = r == -ERANGE ? ENAMETOOLONG : -r;
+			return NULL;
+		}
+	}
+}
+
+/* The directory kfd holds becomes the working one, named from the
+ * descriptor; one that was removed may be, as on Linux (getcwd then says
+ * ENOENT). */
+static int set_vcwd_fd(int mnt, int kfd)
+{
+	char *name = name_of(mnt, kfd);
+	if (!name && errno != ENOENT && errno != ENAMETOOLONG) {
+		int er = errno;
+		close_ref((uint64_t)mnt << 32 | (uint32_t)(kfd + 1));
+		return -er;
 	}
 	pthread_mutex_lock(&vcwd_lock);
-	switch_vcwd(host, mnt, kfd);
+	switch_vcwd(name && strlen(name) < sizeof kp_vcwd ? name : NULL, mnt, kfd);
+	pthread_mutex_unlock(&vcwd_lock);
+	free(name);
+	return 0;
+}
+
+/* By name alone: a directory the process may search but not read. */
+static int set_vcwd_name(const char *host, int mnt)
+{
+	if (strlen(host) >= sizeof kp_vcwd)
+		return -ENAMETOOLONG;
+	pthread_mutex_lock(&vcwd_lock);
+	switch_vcwd(host, mnt, -1);
 	pthread_mutex_unlock(&vcwd_lock);
 	return 0;
 }
@@ -140,9 +198,7 @@ void kp_vcwd_adopt(int mnt, int kfd)
 		close_ref((uint64_t)mnt << 32 | (uint32_t)(kfd + 1));
 		return;
 	}
-	pthread_mutex_lock(&vcwd_lock);
-	switch_vcwd(kp_vcwd, mnt, kfd);
-	pthread_mutex_unlock(&vcwd_lock);
+	set_vcwd_fd(mnt, kfd);
 }
 
 /* Without a descriptor: the name must still lead to a directory. */
@@ -156,28 +212,38 @@ static int vcwd_name_gone(void)
 	return r == -ENOENT || r == -ENOTDIR || (r == 0 && !S_ISDIR(st.st_mode));
 }
 
+char *kp_vcwd_name(void)
+{
+	int mnt, kfd = kp_vcwd_dir(&mnt);
+	if (kfd >= 0)
+		return name_of(mnt, kfd);
+	if (kp_vcwd[0] && vcwd_name_gone()) {
+		errno = ENOENT;
+		return NULL;
+	}
+	pthread_mutex_lock(&vcwd_lock);
+	char *name = strdup(kp_vcwd);
+	pthread_mutex_unlock(&vcwd_lock);
+	return name;
+}
+
 int kp_vcwd_refresh(void)
 {
-	if (!kp_vcwd[0])
-		return 0;
 	int mnt, kfd = kp_vcwd_dir(&mnt);
-	if (kfd < 0)
-		return vcwd_name_gone() ? -ENOENT : 0;
-	kura_fs *fs = kp_fs(mnt);
-	char dir[PATH_MAX], host[PATH_MAX];
-	int r = fs ? kura_getpath(fs, kfd, dir, sizeof dir) : -EBADF;
-	if (r == -ERANGE)
-		return -ENAMETOOLONG;
-	if (r < 0)
-		return r;
-	if (snprintf(host, sizeof host, "%s%s", kp_mounts[mnt].prefix, strcmp(dir, "/") ? dir : "") >=
-	    (int)sizeof host)
-		return -ENAMETOOLONG;
+	if (!kp_vcwd[0] || kfd < 0)
+		return kp_vcwd[0] && vcwd_name_gone() ? -ENOENT : 0;
+	char *name = name_of(mnt, kfd);
+	if (!name && errno != ENAMETOOLONG)
+		return -errno;
 	pthread_mutex_lock(&vcwd_lock);
 	int now_mnt;
-	if (kp_vcwd_dir(&now_mnt) == kfd && now_mnt == mnt) /* unless a chdir came between */
-		snprintf(kp_vcwd, sizeof kp_vcwd, "%s", host);
+	if (kp_vcwd_dir(&now_mnt) == kfd && now_mnt == mnt) { /* unless a chdir came between */
+		const char *to = name && strlen(name) < sizeof kp_vcwd ? name : NULL;
+		snprintf(kp_vcwd, sizeof kp_vcwd, "%s", to ? to : kp_mounts[mnt].prefix);
+		__atomic_store_n(&vcwd_unnamed, !to, __ATOMIC_RELEASE);
+	}
 	pthread_mutex_unlock(&vcwd_lock);
+	free(name);
 	return 0;
 }
 
@@ -218,11 +284,12 @@ again:
 		r = -ENOTDIR;
 	if (r == 0)
 		r = kura_faccessat(fs, kp.kdirfd, kp.p, X_OK, AT_EACCESS); /* the file-system ids, as chdir(2) */
-	if (r == 0 && !kp.host[0])
-		r = -ENOENT;
 	if (r == 0) {
 		int kfd = kura_openat(fs, kp.kdirfd, kp.p, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
-		r = set_vcwd(kp.host, kp.mnt, kfd < 0 ? -1 : kfd);
+		if (kfd >= 0)
+			r = set_vcwd_fd(kp.mnt, kfd);
+		else /* by name alone, which must fit */
+			r = kp.host[0] ? set_vcwd_name(kp.host, kp.mnt) : -ENAMETOOLONG;
 	}
 	return (int)kp_ret(r);
 }
@@ -239,57 +306,42 @@ KP_EXPORT int fchdir(int fd)
 		}
 		return r;
 	}
-	char dir[PATH_MAX], host[PATH_MAX];
-	int r = kura_getpath(kp_fs(e->mnt), e->kfd, dir, sizeof dir);
+	kura_fs *fs = kp_fs(e->mnt);
+	struct stat st;
+	int r = kura_fstat(fs, e->kfd, &st);
+	if (r == 0 && !S_ISDIR(st.st_mode))
+		r = -ENOTDIR;
 	if (r == 0) /* Linux: not a directory first, then the search permission */
-		r = kura_faccessat(kp_fs(e->mnt), e->kfd, "", X_OK, AT_EACCESS | AT_EMPTY_PATH);
-	if (r < 0)
-		return (int)kp_ret(r);
-	if (snprintf(host, sizeof host, "%s%s", kp_mounts[e->mnt].prefix, strcmp(dir, "/") ? dir : "") >=
-	    (int)sizeof host)
-		return (int)kp_ret(-ENAMETOOLONG);
-	int kfd = kura_dup(kp_fs(e->mnt), e->kfd);
-	return (int)kp_ret(set_vcwd(host, e->mnt, kfd < 0 ? -1 : kfd));
+		r = kura_faccessat(fs, e->kfd, "", X_OK, AT_EACCESS | AT_EMPTY_PATH);
+	int kfd = r < 0 ? r : kura_dup(fs, e->kfd);
+	return (int)kp_ret(kfd < 0 ? kfd : set_vcwd_fd(e->mnt, kfd));
 }
 
 /* Linux's getcwd fails with ENOENT once the working directory is removed
  * (readlink -e . and realpath rely on it), and names it where it is now. */
-/* The working directory's name now, copied under the lock (a chdir in
- * another thread may be rewriting it): 0, "" if it became the kernel's
- * meanwhile, or -errno. */
-static int vcwd_now(char *dst)
-{
-	int r = kp_vcwd_refresh();
-	if (r < 0)
-		return r;
-	pthread_mutex_lock(&vcwd_lock);
-	memcpy(dst, kp_vcwd, strlen(kp_vcwd) + 1);
-	pthread_mutex_unlock(&vcwd_lock);
-	return 0;
-}
-
 KP_EXPORT char *getcwd(char *buf, size_t size)
 {
-	char now[PATH_MAX];
-	int r = kp_vcwd[0] ? vcwd_now(now) : (now[0] = '\0', 0);
-	if (r < 0) {
-		errno = -r;
-		return NULL;
-	}
-	if (!now[0])
+	if (!kp_vcwd[0])
 		return REAL(getcwd)(buf, size);
+	/* Of any length: glibc walks up past what the kernel's getcwd returns. */
+	char *now = kp_vcwd_name();
+	if (!now)
+		return NULL;
+	if (!*now) { /* it became the kernel's meanwhile */
+		free(now);
+		return REAL(getcwd)(buf, size);
+	}
 	size_t l = strlen(now) + 1;
-	if (buf && size == 0) {
-		errno = EINVAL;
+	int err = buf && size == 0 ? EINVAL : size && l > size ? ERANGE : 0;
+	if (!err && !buf && !(buf = malloc(size > l ? size : l)))
+		err = ENOMEM;
+	if (!err)
+		memcpy(buf, now, l);
+	free(now);
+	if (err) {
+		errno = err;
 		return NULL;
 	}
-	if (size && l > size) {
-		errno = ERANGE;
-		return NULL;
-	}
-	if (!buf && !(buf = malloc(size > l ? size : l)))
-		return NULL;
-	memcpy(buf, now, l);
 	return buf;
 }
 
@@ -306,11 +358,12 @@ KP_EXPORT char *getwd(char *buf)
 
 KP_EXPORT char *get_current_dir_name(void)
 {
-	char now[PATH_MAX];
-	int r = kp_vcwd[0] ? vcwd_now(now) : (now[0] = '\0', 0);
-	if (r < 0) {
-		errno = -r;
-		return NULL;
+	if (!kp_vcwd[0])
+		return REAL(get_current_dir_name)();
+	char *now = kp_vcwd_name();
+	if (now && !*now) {
+		free(now);
+		return REAL(get_current_dir_name)();
 	}
-	return now[0] ? strdup(now) : REAL(get_current_dir_name)();
+	return now;
 }

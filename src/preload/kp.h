@@ -340,6 +340,12 @@ int kp_vcwd_dir(int *mnt);
 /* kp_vcwd brought up to date with where the directory is now: 0, or
  * -ENOENT once it is removed. */
 int kp_vcwd_refresh(void);
+/* Whether kp_vcwd names it: not when its name is longer than kp_vcwd
+ * holds (it then holds the mount's prefix) or unknown. */
+int kp_vcwd_named(void);
+/* Its name now, of any length (malloc'd; "" if the working directory is
+ * the kernel's), or NULL with errno (ENOENT once removed). */
+char *kp_vcwd_name(void);
 /* The new image's side of an exec that handed the descriptor over. */
 void kp_vcwd_adopt(int mnt, int kfd);
 void kp_vcwd_fork_prepare(void);

@@ -274,11 +274,18 @@ KP_EXPORT ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t n)
 		return (ssize_t)l;
 	}
 	if (KP_PATH_OK(path) && (kp_proc_cwd(path) || kp_proc_exe(path))) {
-		if (kp_proc_cwd(path))
-			kp_vcwd_refresh();
-		const char *s = kp_proc_exe(path) ? kp_pool_exe : kp_vcwd;
+		char *cwd = kp_proc_cwd(path) ? kp_vcwd_name() : NULL;
+		if (kp_proc_cwd(path) && !cwd && (errno != ENOENT || asprintf(&cwd, "%s (deleted)", kp_vcwd) < 0))
+			return -1; /* Linux's link names a removed one so */
+		if (cwd && strlen(cwd) >= PATH_MAX) { /* as the kernel's d_path past a page */
+			free(cwd);
+			errno = ENAMETOOLONG;
+			return -1;
+		}
+		const char *s = cwd ? cwd : kp_pool_exe;
 		size_t l = strlen(s);
 		memcpy(buf, s, l < n ? l : n);
+		free(cwd);
 		return (ssize_t)(l < n ? l : n);
 	}
 	RESOLVE(dirfd, path, kp);

@@ -364,18 +364,22 @@ int kp_classify(int dirfd, const char *path, struct kp_path *out)
 	if (dirfd == AT_FDCWD) {
 		if (kp_vcwd[0]) {
 			int mnt, kfd = kp_vcwd_dir(&mnt);
-			if (kfd < 0 || !*path)
+			if (kfd < 0 || (!*path && kp_vcwd_named()))
 				return classify_join(out, kp_vcwd, path, 0);
 			if (has_dotdot(path)) {
 				/* ".." may climb out of the prefix: by name, as the
-				 * directory is named now. */
+				 * directory is named now.  Where the name (or it
+				 * with path) is past PATH_MAX, the engine walks from
+				 * the directory, and stays in the pool. */
 				kp_vcwd_refresh();
-				return classify_join(out, kp_vcwd, path, 0);
+				int r = kp_vcwd_named() ? classify_join(out, kp_vcwd, path, 0) : -ENAMETOOLONG;
+				if (r != -ENAMETOOLONG)
+					return r;
 			}
 			/* From the directory itself (cwd.c), which the host name,
 			 * the last one known, may no longer reach.  Linux bounds
 			 * the path given, not its join with the cwd's name. */
-			int r = classify_join(out, kp_vcwd, path, 0);
+			int r = kp_vcwd_named() ? classify_join(out, kp_vcwd, path, 0) : -ENAMETOOLONG;
 			if (r && r != -ENAMETOOLONG)
 				return r;
 			if (r)
@@ -410,29 +414,31 @@ int kp_classify(int dirfd, const char *path, struct kp_path *out)
 	struct kp_fd *e = kp_get(dirfd);
 	if (!e)
 		return 0; /* a kernel directory: the kernel resolves it */
-	if (!has_dotdot(path)) {
-		out->where = KP_KURA;
-		out->mnt = e->mnt;
-		out->kdirfd = e->kfd;
-		out->p = path;
-		if (e->path && kp_join(out->host, e->path, path) == 0)
-			kp_normalise(out->host);
-		else
-			out->host[0] = '\0';
-		return 0;
+	int dotdot = has_dotdot(path);
+	if (dotdot) {
+		/* ".." may climb out of the prefix: by the directory's name as
+		 * it is now.  Where that (or it with path) is past PATH_MAX, the
+		 * engine walks from the directory, and stays in the pool. */
+		kura_fs *fs = kp_fs(e->mnt);
+		if (!fs)
+			return -errno;
+		char dir[PATH_MAX], host[PATH_MAX];
+		int r = kura_getpath(fs, e->kfd, dir, sizeof dir);
+		if (r < 0 && r != -ERANGE)
+			return r;
+		if (r == 0 && snprintf(host, sizeof host, "%s%s", kp_mounts[e->mnt].prefix, dir) < (int)sizeof host &&
+		    (r = classify_join(out, host, path, 0)) != -ENAMETOOLONG)
+			return r;
 	}
-	/* ".." may climb out of the prefix: work on the absolute form. */
-	char dir[PATH_MAX];
-	kura_fs *fs = kp_fs(e->mnt);
-	if (!fs)
-		return -errno;
-	int r = kura_getpath(fs, e->kfd, dir, sizeof dir);
-	if (r < 0)
-		return r;
-	char host[PATH_MAX];
-	if (snprintf(host, sizeof host, "%s%s", kp_mounts[e->mnt].prefix, dir) >= (int)sizeof host)
-		return -ENAMETOOLONG;
-	return classify_join(out, host, path, 0);
+	out->where = KP_KURA;
+	out->mnt = e->mnt;
+	out->kdirfd = e->kfd;
+	out->p = path;
+	if (!dotdot && e->path && kp_join(out->host, e->path, path) == 0)
+		kp_normalise(out->host);
+	else
+		out->host[0] = '\0';
+	return 0;
 }
 
 /* "/proc/<pid>/fd/N": ours only for this process's own pid (another
