@@ -326,8 +326,12 @@ static void set_size(uint64_t file_size)
 /* Whole 4 MiB compared per input, always valid memory: through ASan's memcmp
  * (which first checks the shadow of both ranges) and the coverage hooks this
  * cost a tenth of an execution, and neither can find anything here. */
-__attribute__((no_sanitize("address", "undefined", "coverage"))) static int block_differs(const unsigned char *a,
-													 const unsigned char *b)
+#ifdef __clang__
+#define NOT_INSTRUMENTED __attribute__((no_sanitize("address", "undefined", "coverage")))
+#else
+#define NOT_INSTRUMENTED
+#endif
+NOT_INSTRUMENTED static int block_differs(const unsigned char *a, const unsigned char *b)
 {
 	uint64_t diff = 0;
 	for (size_t i = 0; i < KURA_BLOCK; i += 8) {

@@ -646,6 +646,32 @@ def test_working_directory_deeper_than_path_max(env):
     bash_as_on_tmpfs(env, "deepcwd", DEEP_CWD, "30 deep True ['f']\n30\nreadlink: File name too long\n29\ngone")
 
 
+SHARED_LIBS = r"""
+cd $B && mkdir sub
+printf 'int bar(void) { return 2; }\n' > sub/bar.c
+printf 'int bar(void);\nint foo(void) { return 40 + bar(); }\n' > foo.c
+printf '#include <stdio.h>\n#include <stdlib.h>\nint foo(void);\nint main(void) { const char *p = getenv("LD_LIBRARY_PATH"); printf("%%d %%s\\n", foo(), p ? p : "unset"); return 0; }\n' > main.c
+gcc -shared -fPIC -Wl,-soname,libbar.so.1 -o sub/libbar.so.1 sub/bar.c
+gcc -shared -fPIC -Wl,-soname,libfoo.so -o libfoo.so foo.c -Lsub -l:libbar.so.1 '-Wl,-rpath,$ORIGIN/sub'
+gcc -o rpath main.c -L. -lfoo "-Wl,-rpath,$B"
+gcc -o origin main.c -L. -lfoo '-Wl,-rpath,$ORIGIN'
+gcc -o bare main.c -L. -lfoo
+./rpath; ./origin; LD_LIBRARY_PATH=$B ./bare | sed "s|$B|B|"; LD_LIBRARY_PATH=.:/nowhere ./bare
+python3 -c 'import subprocess; print(subprocess.run(["./origin"], capture_output=True, text=True).stdout, end="")'
+./bare; echo "without a path: $?"
+"""
+
+
+def test_programs_with_shared_libraries_in_a_pool(env):
+    """A program built in a pool against shared libraries built there runs,
+    found as the loader finds them (RPATH, $ORIGIN, LD_LIBRARY_PATH, a
+    library needing another), and sees its own LD_LIBRARY_PATH.  The old
+    layer left the loader to look for them in the kernel's namespace:
+    "cannot open shared object file", so no project with a shared library
+    could run its programs or tests in a pool."""
+    bash_as_on_tmpfs(env, "shlibs", SHARED_LIBS, "42 unset\n42 unset\n42 B\n42 .:/nowhere\n42 unset\n")
+
+
 UNKNOWN_OPEN_BITS = r"""
 python3 -c '
 import os, sys

@@ -363,6 +363,7 @@ void kp_exec_failed(char **env)
 
 void kp_inherit(void)
 {
+	kp_ldlibs_done(); /* before save_env: LD_LIBRARY_PATH goes back to the program's */
 	save_env();
 	const char *added = getenv("KURA_ADDED");
 	char *names = added ? strdup(added) : NULL, *at = NULL;

@@ -346,6 +346,15 @@ int kp_vcwd_named(void);
 /* Its name now, of any length (malloc'd; "" if the working directory is
  * the kernel's), or NULL with errno (ENOENT once removed). */
 char *kp_vcwd_name(void);
+/* ldlibs.c: the libraries in a pool a program needs at start, copied where
+ * its loader finds them.  Whether exe (in a pool, or with LD_LIBRARY_PATH
+ * naming one) may need that; an environment with the copies' directory
+ * (*dir) in front of LD_LIBRARY_PATH, or NULL when none is needed; undone
+ * after a failed exec; and in the new image, taken out again. */
+int kp_ldlibs_wanted(int exe_in_pool, char *const envp[]);
+char **kp_ldlibs_env(const char *exe, char *const envp[], char **dir);
+void kp_ldlibs_failed(char **env, char *dir);
+void kp_ldlibs_done(void);
 /* The new image's side of an exec that handed the descriptor over. */
 void kp_vcwd_adopt(int mnt, int kfd);
 void kp_vcwd_fork_prepare(void);

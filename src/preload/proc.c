@@ -268,9 +268,13 @@ again:;
 	int mfd = -1, mnt = 0, mark = 0;
 	if (kp.where == KP_KURA && (mfd = kura_exec_memfd(kp.hops ? kp.host : path, &mnt, &mark)) < 0)
 		return -1;
-	char **env = kp_build_env(envp, mfd >= 0 ? kp_preloadable(mfd, NULL) : kp_preloadable(AT_FDCWD, kp.p),
-				  mfd >= 0 ? pool_exe(mfd, kp.host) : NULL);
+	int preloadable = mfd >= 0 ? kp_preloadable(mfd, NULL) : kp_preloadable(AT_FDCWD, kp.p);
+	char *libdir = NULL, **libenv = preloadable && kp_ldlibs_wanted(mfd >= 0, envp)
+						? kp_ldlibs_env(mfd >= 0 ? (kp.hops ? kp.host : path) : kp.p, envp, &libdir)
+						: NULL;
+	char **env = kp_build_env(libenv ? libenv : envp, preloadable, mfd >= 0 ? pool_exe(mfd, kp.host) : NULL);
 	if (!env) {
+		kp_ldlibs_failed(libenv, libdir);
 		if (mfd >= 0)
 			copy_failed(mfd, mnt, mark);
 		return -1;
@@ -280,6 +284,7 @@ again:;
 	else
 		REAL(execve)(kp.p, argv, env);
 	kp_exec_failed(env);
+	kp_ldlibs_failed(libenv, libdir);
 	if (mfd >= 0)
 		copy_failed(mfd, mnt, mark);
 	/* A binary in the pool reached through a host symlink. */
