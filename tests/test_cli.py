@@ -6,6 +6,7 @@ binary is checked for death by signal: a crash is never an acceptable way
 to report a bad pool.
 """
 
+import glob
 import os
 import random
 import signal
@@ -186,6 +187,37 @@ def test_run_leaves_nothing_in_dev_shm(scratch, script):
     assert r.returncode == (-signal.SIGKILL if "kill" in script else 0), r.stderr
     assert _shm_left(p) == []
     assert ok("ls", f"{p}:/").stdout.split()
+
+
+def _dead_loader_dirs():
+    """/dev/shm/kura-ld-<pid>-* whose process is gone (src/preload/ldlibs.c)."""
+    dead = []
+    for d in glob.glob("/dev/shm/kura-ld-*"):
+        try:
+            os.kill(int(os.path.basename(d).split("-")[2]), 0)
+        except ProcessLookupError:
+            dead.append(d)
+        except (ValueError, IndexError, PermissionError):
+            pass
+    return dead
+
+
+def test_run_removes_loader_copies_a_dead_program_left(scratch):
+    """A program whose pool libraries were copied for its loader, and which
+    died before it could remove the copies (the loader refused it: a symbol
+    missing with LD_BIND_NOW), leaves nothing in /dev/shm after kura run."""
+    p = scratch / "ld.pool"
+    ok("mkfs", p, "--size", "64M")
+    prefix = f"/kura-ld-{os.getpid()}"
+    script = (f"cd {prefix} && echo 'int foo(void) {{ return 0; }}' > foo.c && "
+              "echo 'int foo(void); int main(void) { return foo(); }' > m.c && "
+              f"gcc -shared -fPIC -o libfoo.so foo.c && gcc -o m m.c -L. -lfoo -Wl,-rpath,{prefix} && ./m && "
+              "echo 'int bar(void) { return 0; }' > foo.c && gcc -shared -fPIC -o libfoo.so foo.c && "
+              "LD_BIND_NOW=1 ./m; echo rc=$?")
+    r = subprocess.run([KURA_BIN, "run", "--pool", str(p), "--mount", prefix, "--", "sh", "-c", script],
+                       capture_output=True, text=True, timeout=120)
+    assert "rc=127" in r.stdout and "symbol lookup error" in r.stderr, (r.stdout, r.stderr)
+    assert _dead_loader_dirs() == []
 
 
 def test_gc_writes_home_and_removes_what_the_dead_left(scratch):

@@ -2,7 +2,9 @@
  * cli_pool.c — POOL:/path operands, the default pool, mounting.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,10 +180,46 @@ static int shm_exists(const char *kind, const struct stat *st)
  * layer's lock table and event ring (src/preload/notify.c) go when no
  * process has the pool mounted, which the write lock on its first byte
  * proves (see kura_mkfs), held meanwhile. */
+/* The layer's copies of pool libraries for a program's loader
+ * (src/preload/ldlibs.c): "kura-ld-<pid>-XXXXXX", removed by the program as
+ * it starts, left behind only if it died before.  This user's whose
+ * process is gone are removed. */
+static void sweep_loader_dirs(void)
+{
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	while (d && (e = readdir(d))) {
+		char *end;
+		long pid = strncmp(e->d_name, "kura-ld-", 8) ? 0 : strtol(e->d_name + 8, &end, 10);
+		if (pid <= 0 || *end != '-' || (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+			continue;
+		int dfd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st;
+		if (dfd < 0 || fstat(dfd, &st) || st.st_uid != geteuid()) {
+			if (dfd >= 0)
+				close(dfd);
+			continue;
+		}
+		DIR *in = fdopendir(dfd);
+		struct dirent *f;
+		while (in && (f = readdir(in)))
+			if (strcmp(f->d_name, ".") && strcmp(f->d_name, ".."))
+				unlinkat(dirfd(in), f->d_name, 0);
+		if (in)
+			closedir(in);
+		else
+			close(dfd);
+		unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+	}
+	if (d)
+		closedir(d);
+}
+
 int cli_tidy_pool(const char *pool)
 {
 	struct stat st;
 	int left = 0;
+	sweep_loader_dirs();
 	if (stat(pool, &st) < 0)
 		return -errno;
 	if (shm_exists("copy-", &st) || shm_exists("", &st)) {

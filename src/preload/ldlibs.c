@@ -15,7 +15,9 @@
  * their needed names into a private directory (mkdtemp, 0700), which goes
  * in front of LD_LIBRARY_PATH for the new image.  The new image's layer
  * takes the directory out of LD_LIBRARY_PATH again and removes it as it
- * starts (kp_ldlibs_done): by then the loader has mapped every copy.
+ * starts (kp_ldlibs_done): by then the loader has mapped every copy.  One
+ * left by a program that died before (the loader refused it) is removed
+ * by `kura run` as it ends and by `kura gc`.
  *
  * What differs: a directory earlier on the loader's path than
  * LD_LIBRARY_PATH (an RPATH entry of the kernel's) is searched before the
@@ -260,7 +262,10 @@ char **kp_ldlibs_env(const char *exe, char *const envp[], char **dir_out)
 	for (int i = 0; i < s->n; i++)
 		add_object(s, s->libs[i].path, 0);
 	char **env = NULL;
-	char tmpl[] = "/dev/shm/kura-ld-XXXXXX";
+	/* The pid (which the new image keeps) tells kura run and kura gc whose
+	 * directory a leftover is (tools/cli_pool.c). */
+	char tmpl[64];
+	snprintf(tmpl, sizeof tmpl, "/dev/shm/kura-ld-%d-XXXXXX", (int)getpid());
 	if (!s->n || s->overflow || !mkdtemp(tmpl))
 		goto out;
 	for (int i = 0; i < s->n; i++) {
@@ -317,7 +322,8 @@ void kp_ldlibs_failed(char **env, char *dir)
 void kp_ldlibs_done(void)
 {
 	const char *v = getenv("KURA_LIBDIR");
-	if (!v || (v[0] != '+' && v[0] != '-') || strncmp(v + 1, "/dev/shm/kura-ld-", 17) || strchr(v + 18, '/'))
+	if (!v || (v[0] != '+' && v[0] != '-') || strncmp(v + 1, "/dev/shm/kura-ld-", 17) || strchr(v + 18, '/') ||
+	    strlen(v) >= 64)
 		return;
 	char dir[64];
 	snprintf(dir, sizeof dir, "%s", v + 1);
