@@ -461,13 +461,14 @@ KP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 		errno = er;
 		if (mfd < 0)
 			return -1;
-		char **env = kp_build_env(envp, kp_preloadable(mfd, NULL), pool_exe(mfd, e->path));
-		if (!env) {
-			copy_failed(mfd, e->mnt, mark);
-			return -1;
+		int preloadable = kp_preloadable(mfd, NULL);
+		char *libdir = NULL, **libenv = preloadable && e->path ? kp_ldlibs_env(e->path, envp, &libdir) : NULL;
+		char **env = kp_build_env(libenv ? libenv : envp, preloadable, pool_exe(mfd, e->path));
+		if (env) {
+			exec_memfd(mfd, argv, env);
+			kp_exec_failed(env);
 		}
-		exec_memfd(mfd, argv, env);
-		kp_exec_failed(env);
+		kp_ldlibs_failed(libenv, libdir);
 		copy_failed(mfd, e->mnt, mark);
 		return -1;
 	}
