@@ -658,6 +658,7 @@ gcc -o origin main.c -L. -lfoo '-Wl,-rpath,$ORIGIN'
 gcc -o bare main.c -L. -lfoo
 ./rpath; ./origin; LD_LIBRARY_PATH=$B ./bare | sed "s|$B|B|"; LD_LIBRARY_PATH=.:/nowhere ./bare
 python3 -c 'import subprocess; print(subprocess.run(["./origin"], capture_output=True, text=True).stdout, end="")'
+python3 -c 'import os; os.execve(os.open("./origin", os.O_RDONLY), ["origin"], dict(os.environ))'
 ./bare; echo "without a path: $?"
 """
 
@@ -669,7 +670,7 @@ def test_programs_with_shared_libraries_in_a_pool(env):
     layer left the loader to look for them in the kernel's namespace:
     "cannot open shared object file", so no project with a shared library
     could run its programs or tests in a pool."""
-    bash_as_on_tmpfs(env, "shlibs", SHARED_LIBS, "42 unset\n42 unset\n42 B\n42 .:/nowhere\n42 unset\n")
+    bash_as_on_tmpfs(env, "shlibs", SHARED_LIBS, "42 unset\n42 unset\n42 B\n42 .:/nowhere\n42 unset\n42 unset\n")
 
 
 UNKNOWN_OPEN_BITS = r"""
