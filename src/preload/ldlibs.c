@@ -199,7 +199,8 @@ static void resolve(struct search *s, const struct elfinfo *in, const char *orig
  * (kp_ldlibs_env then reads each of them in turn: no recursion). */
 static void add_object(struct search *s, const char *path, int is_exe)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	int fd = stat(path, &st) == 0 && S_ISREG(st.st_mode) ? open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC) : -1;
 	if (fd < 0)
 		return;
 	struct elfinfo in;

@@ -192,7 +192,10 @@ static int exec_pool_interpreter(const char *path, int script_in_pool, char *con
 	static __thread int depth;
 	char head[256];
 	struct stat st;
-	/* Non-blocking: a FIFO must not hang the exec, which refuses it. */
+	/* Regular files only: opening a FIFO or a device has effects of its
+	 * own, and exec refuses them anyway. */
+	if (stat(path, &st) || !S_ISREG(st.st_mode))
+		return 0;
 	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
