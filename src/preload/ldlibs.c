@@ -153,8 +153,13 @@ static int search_dirs(const char *dirs, const char *origin, const char *name, c
 		memcpy(dir, s, l);
 		dir[l] = '\0';
 		char expanded[PATH_MAX];
-		const char *o = strstr(dir, "$ORIGIN");
-		if (o && snprintf(expanded, sizeof expanded, "%.*s%s%s", (int)(o - dir), dir, origin, o + 7) <
+		const char *o = strstr(dir, "${ORIGIN}");
+		size_t ol = 9;
+		if (!o) {
+			o = strstr(dir, "$ORIGIN");
+			ol = 7;
+		}
+		if (o && snprintf(expanded, sizeof expanded, "%.*s%s%s", (int)(o - dir), dir, origin, o + ol) <
 				 (int)sizeof expanded)
 			snprintf(dir, sizeof dir, "%s", expanded);
 		if (snprintf(path, PATH_MAX, "%s/%s", dir, name) < PATH_MAX) {
