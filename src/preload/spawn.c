@@ -80,9 +80,11 @@ static int program_in_pool(const char *path, int usepath)
 	return 0;
 }
 
-static int must_emulate(const posix_spawn_file_actions_t *fa, const char *path, int usepath)
+static int must_emulate(const posix_spawn_file_actions_t *fa, const char *path, int usepath, char *const envp[])
 {
-	int any = kp_vcwd[0] != 0 || program_in_pool(path, usepath);
+	/* LD_LIBRARY_PATH into a pool: its libraries are copied for the
+	 * loader by our execve (ldlibs.c). */
+	int any = kp_vcwd[0] != 0 || program_in_pool(path, usepath) || kp_ldlibs_wanted(0, envp ? envp : environ);
 	if (!any)
 		kp_foreach(any_fd, &any);
 	if (!any && fa) {
@@ -102,7 +104,7 @@ static int spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t 
 		 const posix_spawnattr_t *at, char *const argv[], char *const envp[], int usepath)
 {
 	kp_config();
-	if (!must_emulate(fa, path, usepath)) {
+	if (!must_emulate(fa, path, usepath, envp)) {
 		char **env = kp_build_env(envp ? envp : environ, 1, NULL); /* no kura descriptors here */
 		if (!env)
 			return errno;
