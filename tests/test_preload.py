@@ -660,17 +660,23 @@ gcc -o bare main.c -L. -lfoo
 python3 -c 'import subprocess; print(subprocess.run(["./origin"], capture_output=True, text=True).stdout, end="")'
 python3 -c 'import os; os.execve(os.open("./origin", os.O_RDONLY), ["origin"], dict(os.environ))'
 ./bare; echo "without a path: $?"
+printf '#include <stdio.h>\n__attribute__((constructor)) static void hi(void) { puts("preloaded"); }\n' > pre.c
+gcc -shared -fPIC -o libpre.so pre.c
+LD_PRELOAD=./libpre.so bash -c 'echo "${KURA_LIBDIR:-none} ${KURA_PRELOAD:-none} ${LD_PRELOAD##* }"'
 """
 
 
 def test_programs_with_shared_libraries_in_a_pool(env):
     """A program built in a pool against shared libraries built there runs,
     found as the loader finds them (RPATH, $ORIGIN, LD_LIBRARY_PATH, a
-    library needing another), and sees its own LD_LIBRARY_PATH.  The old
+    library needing another), as does one LD_PRELOAD names there, and the
+    program (bash too, whose own setenv cannot undo ours) sees its own
+    LD_LIBRARY_PATH and LD_PRELOAD.  The old
     layer left the loader to look for them in the kernel's namespace:
     "cannot open shared object file", so no project with a shared library
     could run its programs or tests in a pool."""
-    bash_as_on_tmpfs(env, "shlibs", SHARED_LIBS, "42 unset\n42 unset\n42 B\n42 .:/nowhere\n42 unset\n42 unset\n")
+    bash_as_on_tmpfs(env, "shlibs", SHARED_LIBS, "42 unset\n42 unset\n42 B\n42 .:/nowhere\n42 unset\n42 unset\n"
+                     "without a path: 127\npreloaded\nnone none ./libpre.so\n")
 
 
 UNKNOWN_OPEN_BITS = r"""

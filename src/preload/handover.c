@@ -361,6 +361,35 @@ void kp_exec_failed(char **env)
 
 /* ---- the new image's side ---- */
 
+/* The environment is edited in place, not through setenv and unsetenv: a
+ * program may define those itself (bash does, over its own variables,
+ * which do not exist yet while constructors run), and its main reads the
+ * array the kernel gave it, which is environ until anything is added. */
+void kp_env_unset(const char *name)
+{
+	size_t l = strlen(name);
+	char **w = environ;
+	for (char **r = environ; r && *r; r++)
+		if (strncmp(*r, name, l) || (*r)[l] != '=')
+			*w++ = *r;
+	if (w)
+		*w = NULL;
+}
+
+int kp_env_replace(const char *name, const char *value)
+{
+	size_t l = strlen(name);
+	for (char **e = environ; e && *e; e++)
+		if (!strncmp(*e, name, l) && (*e)[l] == '=') {
+			char *s;
+			if (asprintf(&s, "%s=%s", name, value) < 0)
+				return -1;
+			*e = s; /* kept for the program's lifetime, as setenv's are */
+			return 0;
+		}
+	return -1;
+}
+
 void kp_inherit(void)
 {
 	kp_ldlibs_done(); /* before save_env: LD_LIBRARY_PATH goes back to the program's */
@@ -369,25 +398,25 @@ void kp_inherit(void)
 	char *names = added ? strdup(added) : NULL, *at = NULL;
 	for (char *n = names ? strtok_r(names, ",", &at) : NULL; n; n = strtok_r(NULL, ",", &at))
 		if (!strcmp(n, "LD_PRELOAD") || !strncmp(n, "KURA_", 5))
-			unsetenv(n);
+			kp_env_unset(n);
 	free(names);
-	unsetenv("KURA_ADDED");
+	kp_env_unset("KURA_ADDED");
 	const char *exe = getenv("KURA_EXE");
 	if (exe && kp_mount_of(exe) >= 0)
 		kp_pool_exe = strdup(exe);
-	unsetenv("KURA_EXE");
+	kp_env_unset("KURA_EXE");
 	const char *cwd = getenv("KURA_CWD");
 	if (cwd && kp_mount_of(cwd) >= 0)
 		snprintf(kp_vcwd, sizeof kp_vcwd, "%s", cwd);
 	const char *inh = getenv("KURA_INHERIT");
 	if (!inh) {
-		unsetenv("KURA_CWD");
+		kp_env_unset("KURA_CWD");
 		return;
 	}
 	char *copy = strdup(inh);
 	/* Grandchildren exec'd behind our back must not see a stale list. */
-	unsetenv("KURA_INHERIT");
-	unsetenv("KURA_CWD");
+	kp_env_unset("KURA_INHERIT");
+	kp_env_unset("KURA_CWD");
 	if (!copy)
 		return;
 	char *save = NULL;

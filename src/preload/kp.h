@@ -348,13 +348,17 @@ int kp_vcwd_named(void);
 char *kp_vcwd_name(void);
 /* ldlibs.c: the libraries in a pool a program needs at start, copied where
  * its loader finds them.  Whether exe (in a pool, or with LD_LIBRARY_PATH
- * naming one) may need that; an environment with the copies' directory
+ * or LD_PRELOAD naming one) may need that; an environment with the copies' directory
  * (*dir) in front of LD_LIBRARY_PATH, or NULL when none is needed; undone
  * after a failed exec; and in the new image, taken out again. */
 int kp_ldlibs_wanted(int exe_in_pool, char *const envp[]);
 char **kp_ldlibs_env(const char *exe, char *const envp[], char **dir);
 void kp_ldlibs_failed(char **env, char *dir);
 void kp_ldlibs_done(void);
+/* handover.c: the environment edited in place (a program's own setenv may
+ * not touch it); kp_env_replace changes an existing variable only. */
+void kp_env_unset(const char *name);
+int kp_env_replace(const char *name, const char *value);
 /* The new image's side of an exec that handed the descriptor over. */
 void kp_vcwd_adopt(int mnt, int kfd);
 void kp_vcwd_fork_prepare(void);

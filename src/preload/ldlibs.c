@@ -15,7 +15,9 @@
  * their needed names into a private directory (mkdtemp, 0700), which goes
  * in front of LD_LIBRARY_PATH for the new image.  The new image's layer
  * takes the directory out of LD_LIBRARY_PATH again and removes it as it
- * starts (kp_ldlibs_done): by then the loader has mapped every copy.  One
+ * starts (kp_ldlibs_done): by then the loader has mapped every copy.
+ * Libraries LD_PRELOAD names in a pool (a malloc built there, say) are
+ * copied too, and LD_PRELOAD names the copies for the loader alone.  One
  * left by a program that died before (the loader refused it) is removed
  * by `kura run` as it ends and by `kura gc`.
  *
@@ -40,6 +42,7 @@
 #define MAX_LIBS 64      /* a closure larger than this is left to the loader */
 #define MAX_DYN 4096     /* dynamic entries read from one object */
 #define MAX_STRTAB (1u << 20)
+#define PRELOAD_SEPS " :"     /* between LD_PRELOAD's entries, as the loader reads it */
 
 struct elfinfo {
 	char *strtab;
@@ -126,7 +129,7 @@ static int read_elf(int fd, int is_exe, struct elfinfo *info)
 }
 
 struct found {
-	char name[NAME_MAX + 1]; /* as needed */
+	char name[NAME_MAX + 1]; /* as needed, or "preload-<i>-<name>" for LD_PRELOAD's i-th entry */
 	char path[PATH_MAX];     /* in the pool (host form) */
 };
 
@@ -250,11 +253,54 @@ int kp_ldlibs_wanted(int exe_in_pool, char *const envp[])
 {
 	if (exe_in_pool)
 		return 1;
-	const char *lp = env_get(envp, "LD_LIBRARY_PATH");
-	for (int i = 0; lp && i < kp_nmounts; i++)
-		if (strstr(lp, kp_mounts[i].prefix))
+	const char *lp = env_get(envp, "LD_LIBRARY_PATH"), *pre = env_get(envp, "LD_PRELOAD");
+	for (int i = 0; i < kp_nmounts; i++)
+		if ((lp && strstr(lp, kp_mounts[i].prefix)) || (pre && strstr(pre, kp_mounts[i].prefix)))
+			return 1;
+	/* Relative entries, from a working directory in a pool. */
+	for (const char *t = lp && kp_vcwd[0] ? lp : ""; *t; t += strcspn(t, ":"), t += *t == ':')
+		if (*t != '/' && *t != ':')
+			return 1;
+	for (const char *t = pre && kp_vcwd[0] ? pre : ""; *t; t += strcspn(t, PRELOAD_SEPS), t += *t != '\0')
+		if (*t != '/' && memchr(t, '/', strcspn(t, PRELOAD_SEPS)))
 			return 1;
 	return 0;
+}
+
+/* Libraries LD_PRELOAD names in a pool are copied too, under
+ * "preload-<i>-<name>" (i: the entry's place), and LD_PRELOAD names the
+ * copies: the first call (dir NULL) adds them to s, the second writes the
+ * new value to *rewritten. */
+static void add_preloads(struct search *s, const char *preload, char **rewritten, const char *dir)
+{
+	char *copy = preload ? strdup(preload) : NULL, *save = NULL;
+	size_t cap = 0;
+	FILE *out = dir ? open_memstream(rewritten, &cap) : NULL;
+	int i = 0;
+	for (char *t = copy ? strtok_r(copy, PRELOAD_SEPS, &save) : NULL; t;
+	     t = strtok_r(NULL, PRELOAD_SEPS, &save), i++) {
+		struct kp_path kp;
+		struct stat st;
+		const char *base = strrchr(t, '/');
+		int pool = base && strlen(base + 1) < NAME_MAX - 16 && kp_classify(AT_FDCWD, t, &kp) == 0 &&
+			   kp.where == KP_KURA && stat(t, &st) == 0 && S_ISREG(st.st_mode);
+		if (pool && !dir && s->n < MAX_LIBS) {
+			struct found *f = &s->libs[s->n++];
+			snprintf(f->name, sizeof f->name, "preload-%d-%s", i, base + 1);
+			snprintf(f->path, sizeof f->path, "%s", t);
+		}
+		if (!out)
+			continue;
+		if (i)
+			fputc(' ', out);
+		if (pool)
+			fprintf(out, "%s/preload-%d-%s", dir, i, base + 1);
+		else
+			fputs(t, out);
+	}
+	if (out)
+		fclose(out);
+	free(copy);
 }
 
 char **kp_ldlibs_env(const char *exe, char *const envp[], char **dir_out)
@@ -264,6 +310,9 @@ char **kp_ldlibs_env(const char *exe, char *const envp[], char **dir_out)
 	if (!s)
 		return NULL;
 	s->ldpath = env_get(envp, "LD_LIBRARY_PATH");
+	const char *preload = env_get(envp, "LD_PRELOAD");
+	add_preloads(s, preload, NULL, NULL);
+	int npreload = s->n;
 	add_object(s, exe, 1);
 	for (int i = 0; i < s->n; i++)
 		add_object(s, s->libs[i].path, 0);
@@ -290,26 +339,37 @@ char **kp_ldlibs_env(const char *exe, char *const envp[], char **dir_out)
 			goto out;
 		}
 	}
+	char *rewritten = NULL;
+	if (npreload)
+		add_preloads(s, preload, &rewritten, tmpl);
 	size_t n = 0;
 	while (envp && envp[n])
 		n++;
-	env = calloc(n + 3, sizeof *env);
-	if (!env) {
-		remove_dir(tmpl);
-		goto out;
-	}
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++)
-		if (strncmp(envp[i], "LD_LIBRARY_PATH=", 16) && strncmp(envp[i], "KURA_LIBDIR=", 12))
-			env[k++] = envp[i];
-	/* "+DIR": DIR was put in front of LD_LIBRARY_PATH; "-DIR": it was all. */
-	if (asprintf(&env[k], "LD_LIBRARY_PATH=%s%s%s", tmpl, s->ldpath ? ":" : "", s->ldpath ? s->ldpath : "") < 0 ||
-	    asprintf(&env[k + 1], "KURA_LIBDIR=%c%s", s->ldpath ? '+' : '-', tmpl) < 0) {
+	env = calloc(n + 5, sizeof *env);
+	if (!env || (npreload && !rewritten)) {
 		free(env);
 		env = NULL;
 		remove_dir(tmpl);
 		goto out;
 	}
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(envp[i], "LD_LIBRARY_PATH=", 16) && strncmp(envp[i], "KURA_LIBDIR=", 12) &&
+		    strncmp(envp[i], "KURA_PRELOAD=", 13) && (!npreload || strncmp(envp[i], "LD_PRELOAD=", 11)))
+			env[k++] = envp[i];
+	/* "+DIR": DIR was put in front of LD_LIBRARY_PATH; "-DIR": it was all.
+	 * KURA_PRELOAD: LD_PRELOAD as the program gave it. */
+	if (asprintf(&env[k++], "LD_LIBRARY_PATH=%s%s%s", tmpl, s->ldpath ? ":" : "", s->ldpath ? s->ldpath : "") < 0 ||
+	    asprintf(&env[k++], "KURA_LIBDIR=%c%s", s->ldpath ? '+' : '-', tmpl) < 0 ||
+	    (npreload && (asprintf(&env[k++], "LD_PRELOAD=%s", rewritten) < 0 ||
+			  asprintf(&env[k++], "KURA_PRELOAD=%s", preload) < 0))) {
+		free(env);
+		free(rewritten);
+		env = NULL;
+		remove_dir(tmpl);
+		goto out;
+	}
+	free(rewritten);
 	*dir_out = strdup(tmpl);
 out:
 	free(s);
@@ -325,6 +385,39 @@ void kp_ldlibs_failed(char **env, char *dir)
 	free(env); /* its two strings are leaked: an exec failed, rarely */
 }
 
+/* LD_PRELOAD back as the program gave it: each copy's entry (the layer's
+ * own, put in front by kp_build_env, stays) becomes the entry it stood
+ * for in KURA_PRELOAD. */
+static void restore_preload(const char *dir)
+{
+	const char *orig = getenv("KURA_PRELOAD"), *cur = getenv("LD_PRELOAD");
+	if (!orig || !cur) {
+		kp_env_unset("KURA_PRELOAD");
+		return;
+	}
+	char *o = strdup(orig), *c = strdup(cur), *out = NULL, *s1 = NULL, *s2 = NULL;
+	size_t cap = 0, dl = strlen(dir);
+	FILE *f = o && c ? open_memstream(&out, &cap) : NULL;
+	char *tokens[MAX_LIBS * 2];
+	int nt = 0;
+	for (char *t = f ? strtok_r(o, PRELOAD_SEPS, &s1) : NULL; t && nt < MAX_LIBS * 2; t = strtok_r(NULL, PRELOAD_SEPS, &s1))
+		tokens[nt++] = t;
+	int first = 1;
+	for (char *t = f ? strtok_r(c, PRELOAD_SEPS, &s2) : NULL; t; t = strtok_r(NULL, PRELOAD_SEPS, &s2)) {
+		long i = -1;
+		if (!strncmp(t, dir, dl) && !strncmp(t + dl, "/preload-", 9))
+			i = strtol(t + dl + 9, NULL, 10);
+		fprintf(f, "%s%s", first ? "" : " ", i >= 0 && i < nt ? tokens[i] : t);
+		first = 0;
+	}
+	if (f && fclose(f) == 0 && out)
+		kp_env_replace("LD_PRELOAD", out);
+	free(out);
+	free(o);
+	free(c);
+	kp_env_unset("KURA_PRELOAD");
+}
+
 void kp_ldlibs_done(void)
 {
 	const char *v = getenv("KURA_LIBDIR");
@@ -336,10 +429,11 @@ void kp_ldlibs_done(void)
 	const char *lp = getenv("LD_LIBRARY_PATH");
 	size_t dl = strlen(dir);
 	if (v[0] == '-')
-		unsetenv("LD_LIBRARY_PATH");
+		kp_env_unset("LD_LIBRARY_PATH");
 	else if (lp && !strncmp(lp, dir, dl) && lp[dl] == ':')
-		setenv("LD_LIBRARY_PATH", lp + dl + 1, 1);
-	unsetenv("KURA_LIBDIR");
+		kp_env_replace("LD_LIBRARY_PATH", lp + dl + 1);
+	kp_env_unset("KURA_LIBDIR");
+	restore_preload(dir);
 	struct stat st;
 	/* Only a directory of this user's: the variable is the environment's. */
 	if (lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid())
