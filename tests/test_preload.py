@@ -662,7 +662,7 @@ python3 -c 'import os; os.execve(os.open("./origin", os.O_RDONLY), ["origin"], d
 ./bare; echo "without a path: $?"
 printf '#include <stdio.h>\n__attribute__((constructor)) static void hi(void) { puts("preloaded"); }\n' > pre.c
 gcc -shared -fPIC -o libpre.so pre.c
-LD_PRELOAD=./libpre.so bash -c 'echo "${KURA_LIBDIR:-none} ${KURA_PRELOAD:-none} ${LD_PRELOAD##* }"'
+LD_PRELOAD=./libpre.so bash -c 'echo "${KURA_LIBDIR:-none} ${KURA_PRELOAD:-none} ${KURA_CWD:-none} ${LD_PRELOAD##* }"' 3<pre.c
 """
 
 
@@ -676,7 +676,7 @@ def test_programs_with_shared_libraries_in_a_pool(env):
     "cannot open shared object file", so no project with a shared library
     could run its programs or tests in a pool."""
     bash_as_on_tmpfs(env, "shlibs", SHARED_LIBS, "42 unset\n42 unset\n42 B\n42 .:/nowhere\n42 unset\n42 unset\n"
-                     "without a path: 127\npreloaded\nnone none ./libpre.so\n")
+                     "without a path: 127\npreloaded\nnone none none ./libpre.so\n")
 
 
 UNKNOWN_OPEN_BITS = r"""
