@@ -290,6 +290,11 @@ static void check_dir(struct check *c, uint64_t dino)
 					visit_inode(c, e->ino);
 				}
 			}
+			/* Fewer bytes left than an entry's head: the walk above ends
+			 * without a word, and the engine's changes would find them. */
+			if (pos < bk->used && pos + DIRENT_HEAD > bk->used)
+				problem(c, "directory %llu: bucket %llu says %u bytes of entries, holds %u",
+					(unsigned long long)dino, (unsigned long long)b, bk->used, pos);
 			if (count != bk->count)
 				problem(c, "directory %llu: bucket %llu counts %u entries, holds %u",
 					(unsigned long long)dino, (unsigned long long)b, bk->count, count);
