@@ -90,7 +90,7 @@ static inline const void *block_ptr(const struct kura_fs *fs, uint64_t b)
 	return media_ptr(&fs->m, block_off(b));
 }
 
-/* Operation brackets (super.c). */
+/* Operation brackets (bracket.c). */
 int fs_begin(struct kura_fs *fs);
 int fs_end(struct kura_fs *fs, int ret);
 /* A forked child's own open file descriptions of the pool file and the

@@ -183,7 +183,7 @@ uint64_t journal_publish(struct journal *j)
 
 /* Both under the pool mutex, so committing is 0 or 1 and exact: the holder
  * is inside an operation.  A holder that dies there is cleared by the next
- * one (took_lock in super.c), so the flag cannot stay set. */
+ * one (took_lock in bracket.c), so the flag cannot stay set. */
 void journal_enter(struct journal *j)
 {
 	__atomic_store_n(&j->ctl->committing, 1, __ATOMIC_RELAXED);

@@ -1,5 +1,6 @@
 /*
- * super.h — creating, checking and mapping a pool; recovery; orphans.
+ * super.h — creating, checking and mapping a pool; recovery; orphans
+ * (super.c: the superblock and mkfs; mount.c: mounting and orphans).
  */
 #ifndef KURA_SUPER_H
 #define KURA_SUPER_H
@@ -15,8 +16,12 @@ int super_load(int fd, uint64_t size, int upgrade, struct kura_super *out, int *
 /* The layout mkfs gives a pool of nblocks blocks. */
 void super_geometry(uint64_t nblocks, struct kura_super *sb);
 
+/* The checksum a superblock carries in its crc field. */
+uint32_t super_crc(const struct kura_super *sb);
+
 /* Records why a mount or mkfs failed (thread-local, see kura_last_error). */
 void set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void clear_error(void);
 
 /* Frees every orphan: only when no other process has the pool mounted. */
 int orphan_reclaim(struct kura_fs *fs);
