@@ -201,7 +201,7 @@ static void finish(struct kp_group *g, kura_fs *fs, int recover)
 				int prot = m->prot;
 				if (m->group_ro)
 					m->prot &= ~PROT_WRITE;
-				kp_map_recover(m, page, page + 1);
+				kp_map_cover(m, page, page + 1, 0);
 				m->prot = prot;
 			}
 		}

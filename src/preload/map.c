@@ -114,7 +114,7 @@ struct kp_map *kp_maps_find(const void *addr)
 	return find_map(addr);
 }
 
-static int overlaps(const void *addr, size_t len)
+int kp_maps_overlap(const void *addr, size_t len)
 {
 	for (size_t i = 0; i < nmaps; i++)
 		if ((const char *)addr < maps[i].addr + maps[i].len && maps[i].addr < (const char *)addr + len)
@@ -199,9 +199,9 @@ static int cover(struct kp_map *m, size_t from, size_t to, int alloc)
 	return 0;
 }
 
-int kp_map_recover(struct kp_map *m, size_t from, size_t to)
+int kp_map_cover(struct kp_map *m, size_t from, size_t to, int fill_holes)
 {
-	return cover(m, from, to, 0);
+	return cover(m, from, to, fill_holes);
 }
 
 static void *map_shared(void *addr, size_t len, int prot, int flags, struct kp_fd *e, off_t off)
@@ -368,7 +368,7 @@ KP_EXPORT int munmap(void *addr, size_t len)
 	if (r == 0 && __atomic_load_n(&nmaps, __ATOMIC_RELAXED)) {
 		size_t plen = (len + PAGE - 1) & ~(size_t)(PAGE - 1);
 		pthread_mutex_lock(&maps_lock);
-		if (overlaps(addr, plen))
+		if (kp_maps_overlap(addr, plen))
 			forget_range(addr, plen);
 		pthread_mutex_unlock(&maps_lock);
 	}
@@ -490,7 +490,7 @@ static void *remap_kura(struct kp_map *m0, void *old, size_t old_len, size_t new
 	int err = n.addr == MAP_FAILED ? -errno : cover(&n, 0, nlen / PAGE, 1);
 	if (!err) {
 		pthread_mutex_lock(&maps_lock);
-		if ((flags & MREMAP_FIXED) && overlaps(n.addr, nlen))
+		if ((flags & MREMAP_FIXED) && kp_maps_overlap(n.addr, nlen))
 			forget_range(n.addr, nlen);
 		err = add_map(&n);
 		pthread_mutex_unlock(&maps_lock);
@@ -527,149 +527,6 @@ KP_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
 	void *r = REAL(mremap)(old, old_len, new_len, flags, new_addr);
 	kp_map_fixed();
 	return r;
-}
-
-/* Applies f to the part of every map inside [addr, addr + len). */
-static int each_part(void *addr, size_t len, int (*f)(kura_fs *fs, const struct kp_map *m, uint64_t first, uint64_t n, int arg),
-		     int arg)
-{
-	int err = 0;
-	pthread_mutex_lock(&maps_lock);
-	for (size_t i = 0; i < nmaps && !err; i++) {
-		struct kp_map *m = &maps[i];
-		char *from = (char *)addr > m->addr ? (char *)addr : m->addr;
-		char *to = (char *)addr + len < m->addr + m->len ? (char *)addr + len : m->addr + m->len;
-		kura_fs *fs = kp_fs(m->mnt);
-		if (from < to && fs)
-			err = f(fs, m, (m->off + (uint64_t)(from - m->addr)) / PAGE,
-				((uint64_t)(to - from) + PAGE - 1) / PAGE, arg);
-	}
-	pthread_mutex_unlock(&maps_lock);
-	return err;
-}
-
-static int sync_part(kura_fs *fs, const struct kp_map *m, uint64_t first, uint64_t n, int how)
-{
-	return (m->prot & PROT_WRITE) || m->may_write ? kura_map_sync(fs, m->ino, first, n, how) : 0;
-}
-
-KP_EXPORT int msync(void *addr, size_t len, int flags)
-{
-	int r = REAL(msync)(addr, len, flags); /* the kernel's checks of flags and range */
-	if (r == 0 && __atomic_load_n(&nmaps, __ATOMIC_RELAXED)) {
-		int how = KURA_MAP_RECORD | ((flags & MS_SYNC) ? KURA_MAP_DURABLE : 0);
-		int err = each_part(addr, len, sync_part, how);
-		if (err) {
-			errno = -err;
-			return -1;
-		}
-	}
-	return r;
-}
-
-KP_EXPORT int madvise(void *addr, size_t len, int advice)
-{
-	/* MADV_REMOVE would punch the pool file itself. */
-	if ((advice == MADV_REMOVE) && __atomic_load_n(&nmaps, __ATOMIC_RELAXED)) {
-		pthread_mutex_lock(&maps_lock);
-		int ours = overlaps(addr, len);
-		pthread_mutex_unlock(&maps_lock);
-		if (ours)
-			return kp_unsupported("madvise MADV_REMOVE of a kura map", EOPNOTSUPP), -1;
-	}
-	return REAL(madvise)(addr, len, advice);
-}
-
-/* fsync and fdatasync of a file make this process's maps of it durable
- * too: their stores are recorded, and the caller's fsync then waits. */
-int kp_map_sync_ino(int mnt, uint64_t ino)
-{
-	int err = 0;
-	if (!__atomic_load_n(&nmaps, __ATOMIC_RELAXED))
-		return 0;
-	pthread_mutex_lock(&maps_lock);
-	for (size_t i = 0; i < nmaps && !err; i++) {
-		struct kp_map *m = &maps[i];
-		kura_fs *fs = kp_fs(m->mnt);
-		if (m->mnt == mnt && m->ino == ino && fs && (m->prot & PROT_WRITE))
-			err = kura_map_sync(fs, m->ino, m->off / PAGE, m->len / PAGE, KURA_MAP_RECORD);
-	}
-	pthread_mutex_unlock(&maps_lock);
-	return err;
-}
-
-/* After this process truncated a mapped file: its pages past the new end
- * raise SIGBUS, as on Linux.  (Other processes' maps keep showing the
- * blocks, which the engine keeps for them: see src/mapped.h.)  The
- * truncation moved the file's count of truncations that kept blocks from
- * before to after (kura_map_own_truncation); a map clean at before is
- * clean at after once covered, and if every map of the file anywhere is
- * this process's and clean, the kept blocks can go now: a program that
- * never unmaps would otherwise hold all it ever truncated. */
-void kp_map_truncated(int mnt, uint64_t ino, uint64_t size, uint64_t before, uint64_t after)
-{
-	if (!__atomic_load_n(&nmaps, __ATOMIC_RELAXED))
-		return;
-	uint64_t pins = 0, end_page = (size + PAGE - 1) / PAGE;
-	int clean = after != 0;
-	pthread_mutex_lock(&maps_lock);
-	for (size_t i = 0; i < nmaps; i++) {
-		struct kp_map *m = &maps[i];
-		if (m->mnt != mnt || m->ino != ino)
-			continue;
-		size_t known = m->len / PAGE - m->eof_pages;
-		if (end_page < m->off / PAGE + known) {
-			size_t from = end_page > m->off / PAGE ? (size_t)(end_page - m->off / PAGE) : 0;
-			if (cover(m, from, known, 0))
-				clean = 0; /* its pages may still show what was cut off */
-		}
-		pins++;
-		if (after && m->truncs == before)
-			m->truncs = after;
-		clean &= m->truncs == after;
-	}
-	kura_fs *fs = clean && pins ? kp_fs(mnt) : NULL;
-	if (fs)
-		kura_map_trim(fs, ino, pins, after);
-	pthread_mutex_unlock(&maps_lock);
-}
-
-/* ---- SIGBUS on a page that came within the file (mapsig.c has the
- * handlers) ---- */
-
-/* In the handler: maps the page at addr if it is a map's page that lies
- * within the file now.  maps_lock may be held by the interrupted thread
- * itself, so it is only tried. */
-int kp_map_fault_in(void *addr)
-{
-	int tries = 0, r;
-	while ((r = pthread_mutex_trylock(&maps_lock)) == EBUSY && ++tries < 100000)
-		__builtin_ia32_pause();
-	if (r)
-		return 0;
-	int ok = 0;
-	struct kp_map *m = find_map(addr);
-	if (m) {
-		size_t page = (size_t)((char *)addr - m->addr) / PAGE;
-		size_t upto = page + 64 < m->len / PAGE ? page + 64 : m->len / PAGE;
-		uint64_t off;
-		kura_fs *fs = kp_fs(m->mnt);
-		/* A fault inside an engine call (kura_write from a map page past
-		 * the end, say) must not look the page up: the lookup may wait
-		 * for the pool mutex this thread holds.  It stays a SIGBUS. */
-		if (fs && kura_in_operation(fs))
-			fs = NULL;
-		int64_t size = fs ? kura_map_blocks(fs, m->ino, m->off / PAGE + page, 1, 0, &off) : -1;
-		if (size > 0 && m->off + (uint64_t)page * PAGE < (uint64_t)size) {
-			int er = errno;
-			/* Filling a hole takes the pool mutex, which this thread
-			 * may hold if the fault is the layer's own access. */
-			ok = (off || !kp_inside) && cover(m, page, upto, 1) == 0;
-			errno = er;
-		}
-	}
-	pthread_mutex_unlock(&maps_lock);
-	return ok;
 }
 
 /* ---- fork and exec ---- */

@@ -1,7 +1,7 @@
 /*
  * maptab.h — this process's table of shared maps of kura files (map.c),
- * for the code that changes what their pages show (groupmap.c) and the
- * signal handlers (mapsig.c).
+ * for the code that syncs and trims them (mapsync.c), changes what their
+ * pages show (groupmap.c) and the signal handlers (mapsig.c).
  */
 #ifndef KP_MAPTAB_H
 #define KP_MAPTAB_H
@@ -32,12 +32,13 @@ void kp_maps_lock(void);
 int kp_maps_trylock(void);
 void kp_maps_unlock(void);
 /* With the lock: the maps, and the one holding addr (NULL if none). */
-size_t kp_maps_count(void);
+size_t kp_maps_count(void); /* also without it: 0 means no map to look at */
 struct kp_map *kp_maps_at(size_t i);
 struct kp_map *kp_maps_find(const void *addr);
-/* With the lock: maps pages [from, to) of m at the file's blocks again
- * (map.c's cover, without filling holes). */
-int kp_map_recover(struct kp_map *m, size_t from, size_t to);
+int kp_maps_overlap(const void *addr, size_t len);
+/* With the lock: maps pages [from, to) of m at the file's blocks again;
+ * fill_holes gives blocks to holes first (it takes the pool mutex). */
+int kp_map_cover(struct kp_map *m, size_t from, size_t to, int fill_holes);
 
 /* In mapsig.c's SIGBUS handler: maps the page at addr if it is a map's
  * page that lies within the file now; 1 if it did. */

@@ -1,0 +1,153 @@
+/*
+ * mapsync.c — what msync, fsync, madvise, a truncation and a SIGBUS do to
+ * this process's shared maps of kura files (the table is map.c's).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <sys/mman.h>
+
+#include "kp.h"
+#include "maptab.h"
+
+/* Applies f to the part of every map inside [addr, addr + len). */
+static int each_part(void *addr, size_t len, int (*f)(kura_fs *fs, const struct kp_map *m, uint64_t first, uint64_t n, int arg),
+		     int arg)
+{
+	int err = 0;
+	kp_maps_lock();
+	size_t count = kp_maps_count();
+	for (size_t i = 0; i < count && !err; i++) {
+		struct kp_map *m = kp_maps_at(i);
+		char *from = (char *)addr > m->addr ? (char *)addr : m->addr;
+		char *to = (char *)addr + len < m->addr + m->len ? (char *)addr + len : m->addr + m->len;
+		kura_fs *fs = kp_fs(m->mnt);
+		if (from < to && fs)
+			err = f(fs, m, (m->off + (uint64_t)(from - m->addr)) / PAGE,
+				((uint64_t)(to - from) + PAGE - 1) / PAGE, arg);
+	}
+	kp_maps_unlock();
+	return err;
+}
+
+static int sync_part(kura_fs *fs, const struct kp_map *m, uint64_t first, uint64_t n, int how)
+{
+	return (m->prot & PROT_WRITE) || m->may_write ? kura_map_sync(fs, m->ino, first, n, how) : 0;
+}
+
+KP_EXPORT int msync(void *addr, size_t len, int flags)
+{
+	int r = REAL(msync)(addr, len, flags); /* the kernel's checks of flags and range */
+	if (r == 0 && kp_maps_count()) {
+		int how = KURA_MAP_RECORD | ((flags & MS_SYNC) ? KURA_MAP_DURABLE : 0);
+		int err = each_part(addr, len, sync_part, how);
+		if (err) {
+			errno = -err;
+			return -1;
+		}
+	}
+	return r;
+}
+
+KP_EXPORT int madvise(void *addr, size_t len, int advice)
+{
+	/* MADV_REMOVE would punch the pool file itself. */
+	if ((advice == MADV_REMOVE) && kp_maps_count()) {
+		kp_maps_lock();
+		int ours = kp_maps_overlap(addr, len);
+		kp_maps_unlock();
+		if (ours)
+			return kp_unsupported("madvise MADV_REMOVE of a kura map", EOPNOTSUPP), -1;
+	}
+	return REAL(madvise)(addr, len, advice);
+}
+
+/* fsync and fdatasync of a file make this process's maps of it durable
+ * too: their stores are recorded, and the caller's fsync then waits. */
+int kp_map_sync_ino(int mnt, uint64_t ino)
+{
+	int err = 0;
+	if (!kp_maps_count())
+		return 0;
+	kp_maps_lock();
+	size_t count = kp_maps_count();
+	for (size_t i = 0; i < count && !err; i++) {
+		struct kp_map *m = kp_maps_at(i);
+		kura_fs *fs = kp_fs(m->mnt);
+		if (m->mnt == mnt && m->ino == ino && fs && (m->prot & PROT_WRITE))
+			err = kura_map_sync(fs, m->ino, m->off / PAGE, m->len / PAGE, KURA_MAP_RECORD);
+	}
+	kp_maps_unlock();
+	return err;
+}
+
+/* After this process truncated a mapped file: its pages past the new end
+ * raise SIGBUS, as on Linux.  (Other processes' maps keep showing the
+ * blocks, which the engine keeps for them: see src/mapped.h.)  The
+ * truncation moved the file's count of truncations that kept blocks from
+ * before to after (kura_map_own_truncation); a map clean at before is
+ * clean at after once covered, and if every map of the file anywhere is
+ * this process's and clean, the kept blocks can go now: a program that
+ * never unmaps would otherwise hold all it ever truncated. */
+void kp_map_truncated(int mnt, uint64_t ino, uint64_t size, uint64_t before, uint64_t after)
+{
+	if (!kp_maps_count())
+		return;
+	uint64_t pins = 0, end_page = (size + PAGE - 1) / PAGE;
+	int clean = after != 0;
+	kp_maps_lock();
+	size_t count = kp_maps_count();
+	for (size_t i = 0; i < count; i++) {
+		struct kp_map *m = kp_maps_at(i);
+		if (m->mnt != mnt || m->ino != ino)
+			continue;
+		size_t known = m->len / PAGE - m->eof_pages;
+		if (end_page < m->off / PAGE + known) {
+			size_t from = end_page > m->off / PAGE ? (size_t)(end_page - m->off / PAGE) : 0;
+			if (kp_map_cover(m, from, known, 0))
+				clean = 0; /* its pages may still show what was cut off */
+		}
+		pins++;
+		if (after && m->truncs == before)
+			m->truncs = after;
+		clean &= m->truncs == after;
+	}
+	kura_fs *fs = clean && pins ? kp_fs(mnt) : NULL;
+	if (fs)
+		kura_map_trim(fs, ino, pins, after);
+	kp_maps_unlock();
+}
+
+/* ---- SIGBUS on a page that came within the file (mapsig.c has the
+ * handlers) ---- */
+
+/* In the handler: maps the page at addr if it is a map's page that lies
+ * within the file now.  the table's lock may be held by the interrupted thread
+ * itself, so it is only tried. */
+int kp_map_fault_in(void *addr)
+{
+	if (kp_maps_trylock())
+		return 0;
+	int ok = 0;
+	struct kp_map *m = kp_maps_find(addr);
+	if (m) {
+		size_t page = (size_t)((char *)addr - m->addr) / PAGE;
+		size_t upto = page + 64 < m->len / PAGE ? page + 64 : m->len / PAGE;
+		uint64_t off;
+		kura_fs *fs = kp_fs(m->mnt);
+		/* A fault inside an engine call (kura_write from a map page past
+		 * the end, say) must not look the page up: the lookup may wait
+		 * for the pool mutex this thread holds.  It stays a SIGBUS. */
+		if (fs && kura_in_operation(fs))
+			fs = NULL;
+		int64_t size = fs ? kura_map_blocks(fs, m->ino, m->off / PAGE + page, 1, 0, &off) : -1;
+		if (size > 0 && m->off + (uint64_t)page * PAGE < (uint64_t)size) {
+			int er = errno;
+			/* Filling a hole takes the pool mutex, which this thread
+			 * may hold if the fault is the layer's own access. */
+			ok = (off || !kp_inside) && kp_map_cover(m, page, upto, 1) == 0;
+			errno = er;
+		}
+	}
+	kp_maps_unlock();
+	return ok;
+}
