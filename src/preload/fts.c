@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "kp.h"
+#include "ftsent.h"
 
 #define KFTS_OURS 0x40000000
 #define KFTS_MAGIC 0x6b667473u
@@ -48,130 +49,12 @@ struct kfts {
 	FTSENT *rootparent;
 };
 
-#define ISSET(sp, o) ((sp)->fts_options & (o))
-#define SET(sp, o) ((sp)->fts_options |= (o))
-#define CLR(sp, o) ((sp)->fts_options &= ~(o))
-
-static int isdot(const char *n)
-{
-	return n[0] == '.' && (!n[1] || (n[1] == '.' && !n[2]));
-}
-
 static struct kfts *ours(FTS *sp)
 {
 	if (!sp || !(sp->fts_options & KFTS_OURS))
 		return NULL;
 	struct kfts *k = (struct kfts *)sp;
 	return k->magic == KFTS_MAGIC ? k : NULL;
-}
-
-/* One block: the FTSENT with its name, then the stat buffer.  fts_path is
- * a separate string so that a root's name can be cut to its last component
- * in place. */
-static FTSENT *ent_alloc(const char *name, size_t namelen, const char *path, size_t pathlen)
-{
-	if (pathlen >= USHRT_MAX || namelen >= USHRT_MAX) {
-		errno = ENAMETOOLONG;
-		return NULL;
-	}
-	size_t off = offsetof(FTSENT, fts_name) + namelen + 1;
-	off = (off + _Alignof(struct stat) - 1) & ~(size_t)(_Alignof(struct stat) - 1);
-	FTSENT *p = calloc(1, off + sizeof(struct stat));
-	if (!p)
-		return NULL;
-	p->fts_path = malloc(pathlen + 1);
-	if (!p->fts_path) {
-		free(p);
-		return NULL;
-	}
-	memcpy(p->fts_path, path, pathlen);
-	p->fts_path[pathlen] = '\0';
-	p->fts_pathlen = (unsigned short)pathlen;
-	memcpy(p->fts_name, name, namelen);
-	p->fts_name[namelen] = '\0';
-	p->fts_namelen = (unsigned short)namelen;
-	p->fts_accpath = p->fts_path;
-	p->fts_statp = (struct stat *)((char *)p + off);
-	p->fts_symfd = -1;
-	p->fts_instr = FTS_NOINSTR;
-	return p;
-}
-
-static void ent_free(FTSENT *p)
-{
-	if (!p)
-		return;
-	if (p->fts_flags & FTS_SYMFOLLOW)
-		close(p->fts_symfd);
-	free(p->fts_path);
-	free(p);
-}
-
-static void list_free(FTSENT *p)
-{
-	while (p) {
-		FTSENT *n = p->fts_link;
-		ent_free(p);
-		p = n;
-	}
-}
-
-static unsigned short do_stat(FTS *sp, FTSENT *p, int follow)
-{
-	struct stat *st = p->fts_statp;
-	if (ISSET(sp, FTS_LOGICAL) || follow) {
-		if (stat(p->fts_accpath, st) < 0) {
-			/* glibc: any link that cannot be followed (dangling,
-			 * ELOOP...) is FTS_SLNONE, not only ENOENT. */
-			int er = errno;
-			if (lstat(p->fts_accpath, st) == 0) {
-				errno = 0;
-				return FTS_SLNONE;
-			}
-			p->fts_errno = er;
-			memset(st, 0, sizeof *st);
-			return FTS_NS;
-		}
-	} else if (lstat(p->fts_accpath, st) < 0) {
-		p->fts_errno = errno;
-		memset(st, 0, sizeof *st);
-		return FTS_NS;
-	}
-	p->fts_dev = st->st_dev;
-	p->fts_ino = st->st_ino;
-	p->fts_nlink = st->st_nlink;
-	if (S_ISDIR(st->st_mode)) {
-		if (isdot(p->fts_name))
-			return FTS_DOT;
-		/* A directory that is its own ancestor closes a cycle (logical
-		 * walks through a link to "..", bind mounts). */
-		for (FTSENT *t = p->fts_parent; t && t->fts_level >= FTS_ROOTLEVEL; t = t->fts_parent)
-			if (t->fts_dev == st->st_dev && t->fts_ino == st->st_ino) {
-				p->fts_cycle = t;
-				return FTS_DC;
-			}
-		return FTS_D;
-	}
-	if (S_ISLNK(st->st_mode))
-		return FTS_SL;
-	if (S_ISREG(st->st_mode))
-		return FTS_F;
-	return FTS_DEFAULT;
-}
-
-/* FTS_FOLLOW: the link becomes its target; a directory reached so, when
- * fts changes directory, needs a way back (fts_symfd), as in glibc. */
-static void follow_link(FTS *sp, FTSENT *p)
-{
-	p->fts_info = do_stat(sp, p, 1);
-	if (p->fts_info == FTS_D && !ISSET(sp, FTS_NOCHDIR)) {
-		if ((p->fts_symfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
-			p->fts_errno = errno;
-			p->fts_info = FTS_ERR;
-		} else {
-			p->fts_flags |= FTS_SYMFOLLOW;
-		}
-	}
 }
 
 /* Makes directory p the cwd, through fd if >= 0 or else path (relative to
@@ -228,26 +111,6 @@ static int leave(FTS *sp, FTSENT *p)
 	return enter(sp, p->fts_parent, -1, "..");
 }
 
-static FTSENT *sort(FTS *sp, FTSENT *head, int n)
-{
-	if (n > sp->fts_nitems) {
-		FTSENT **a = realloc(sp->fts_array, (size_t)(n + 40) * sizeof *a);
-		if (!a)
-			return head; /* unsorted beats failing, as in BSD fts */
-		sp->fts_array = a;
-		sp->fts_nitems = n + 40;
-	}
-	FTSENT **a = sp->fts_array;
-	int i = 0;
-	for (FTSENT *p = head; p; p = p->fts_link)
-		a[i++] = p;
-	qsort(a, (size_t)n, sizeof *a, sp->fts_compar);
-	for (i = 0; i < n - 1; i++)
-		a[i]->fts_link = a[i + 1];
-	a[n - 1]->fts_link = NULL;
-	return a[0];
-}
-
 /* The children of sp->fts_cur as a list (NULL when it has none, or on
  * error with fts_info/fts_errno of the directory telling which). */
 static FTSENT *build(FTS *sp, int type)
@@ -299,7 +162,7 @@ static FTSENT *build(FTS *sp, int type)
 		memcpy(buf, cur->fts_path, plen);
 		buf[plen] = '/';
 		memcpy(buf + plen + 1, de->d_name, nl + 1);
-		FTSENT *p = ent_alloc(de->d_name, nl, buf, plen + 1 + nl);
+		FTSENT *p = kfts_ent_alloc(de->d_name, nl, buf, plen + 1 + nl);
 		if (!p) {
 			if (errno == ENAMETOOLONG) {
 				cur->fts_info = FTS_ERR;
@@ -318,7 +181,7 @@ static FTSENT *build(FTS *sp, int type)
 		} else if (type == BNAMES || (nostat && de->d_type != DT_DIR && de->d_type != DT_UNKNOWN)) {
 			p->fts_info = FTS_NSOK;
 		} else {
-			p->fts_info = do_stat(sp, p, 0);
+			p->fts_info = kfts_stat(sp, p, 0);
 		}
 		if (tail)
 			tail->fts_link = p;
@@ -334,7 +197,7 @@ static FTSENT *build(FTS *sp, int type)
 	if (descend && (type == BCHILD || !n) && leave(sp, cur)) {
 		cur->fts_info = FTS_ERR;
 		SET(sp, FTS_STOP);
-		list_free(head);
+		kfts_list_free(head);
 		return NULL;
 	}
 	if (!n) {
@@ -343,13 +206,13 @@ static FTSENT *build(FTS *sp, int type)
 		return NULL;
 	}
 	if (sp->fts_compar && n > 1)
-		head = sort(sp, head, n);
+		head = kfts_sort(sp, head, n);
 	return head;
 fail:;
 	int er = errno ? errno : ENOMEM;
 	free(buf);
 	closedir(d);
-	list_free(head);
+	kfts_list_free(head);
 	if (descend)
 		leave(sp, cur);
 	errno = er;
@@ -388,7 +251,7 @@ static FTS *k_open(char *const *argv, int options, int (*compar)(const FTSENT **
 	/* Symlinks make the way back up ambiguous: logical walks never chdir. */
 	if (ISSET(sp, FTS_LOGICAL))
 		SET(sp, FTS_NOCHDIR);
-	FTSENT *parent = ent_alloc("", 0, "", 0), *root = NULL, *tail = NULL;
+	FTSENT *parent = kfts_ent_alloc("", 0, "", 0), *root = NULL, *tail = NULL;
 	if (!parent)
 		goto fail;
 	parent->fts_level = FTS_ROOTPARENTLEVEL;
@@ -401,14 +264,14 @@ static FTS *k_open(char *const *argv, int options, int (*compar)(const FTSENT **
 			errno = ENOENT;
 			goto fail_list;
 		}
-		FTSENT *p = ent_alloc(*a, l, *a, l);
+		FTSENT *p = kfts_ent_alloc(*a, l, *a, l);
 		if (!p)
 			goto fail_list;
 		if (l > maxlen)
 			maxlen = l;
 		p->fts_level = FTS_ROOTLEVEL;
 		p->fts_parent = parent;
-		p->fts_info = do_stat(sp, p, ISSET(sp, FTS_COMFOLLOW) != 0);
+		p->fts_info = kfts_stat(sp, p, ISSET(sp, FTS_COMFOLLOW) != 0);
 		if (p->fts_info == FTS_DOT) /* "." named on the command line is a directory */
 			p->fts_info = FTS_D;
 		if (compar) {
@@ -424,9 +287,9 @@ static FTS *k_open(char *const *argv, int options, int (*compar)(const FTSENT **
 		n++;
 	}
 	if (compar && n > 1)
-		root = sort(sp, root, n);
+		root = kfts_sort(sp, root, n);
 	/* The entry fts_read starts from: its successor is the first root. */
-	FTSENT *init = ent_alloc("", 0, "", 0);
+	FTSENT *init = kfts_ent_alloc("", 0, "", 0);
 	if (!init)
 		goto fail_list;
 	init->fts_link = root;
@@ -439,7 +302,7 @@ static FTS *k_open(char *const *argv, int options, int (*compar)(const FTSENT **
 	sp->fts_path = calloc(1, (size_t)sp->fts_pathlen);
 	if (!sp->fts_path) {
 		sp->fts_cur = NULL;
-		ent_free(init);
+		kfts_ent_free(init);
 		goto fail_list;
 	}
 	/* The way back to the starting directory; without one, no chdir. */
@@ -448,8 +311,8 @@ static FTS *k_open(char *const *argv, int options, int (*compar)(const FTSENT **
 	return sp;
 fail_list:
 	er = errno;
-	list_free(root);
-	ent_free(parent);
+	kfts_list_free(root);
+	kfts_ent_free(parent);
 	errno = er;
 fail:
 	er = errno;
@@ -469,12 +332,12 @@ static FTSENT *k_read(FTS *sp)
 	p->fts_instr = FTS_NOINSTR;
 
 	if (instr == FTS_AGAIN) {
-		p->fts_info = do_stat(sp, p, 0);
+		p->fts_info = kfts_stat(sp, p, 0);
 		return p;
 	}
 	/* FTS_FOLLOW on a link just returned: return it again as its target. */
 	if (instr == FTS_FOLLOW && (p->fts_info == FTS_SL || p->fts_info == FTS_SLNONE)) {
-		follow_link(sp, p);
+		kfts_follow_link(sp, p);
 		return p;
 	}
 	if (p->fts_info == FTS_D) {
@@ -483,14 +346,14 @@ static FTSENT *k_read(FTS *sp)
 				close(p->fts_symfd);
 				p->fts_flags &= ~FTS_SYMFOLLOW;
 			}
-			list_free(sp->fts_child);
+			kfts_list_free(sp->fts_child);
 			sp->fts_child = NULL;
 			p->fts_info = FTS_DP;
 			return p;
 		}
 		if (sp->fts_child && ISSET(sp, FTS_NAMEONLY)) {
 			CLR(sp, FTS_NAMEONLY);
-			list_free(sp->fts_child);
+			kfts_list_free(sp->fts_child);
 			sp->fts_child = NULL;
 		}
 		if (sp->fts_child) {
@@ -515,7 +378,7 @@ next:
 	tmp = p;
 	if ((p = p->fts_link)) {
 		sp->fts_cur = p;
-		ent_free(tmp);
+		kfts_ent_free(tmp);
 		if (p->fts_level == FTS_ROOTLEVEL) {
 			if (back_to_start(sp)) {
 				SET(sp, FTS_STOP);
@@ -527,7 +390,7 @@ next:
 		if (p->fts_instr == FTS_SKIP)
 			goto next;
 		if (p->fts_instr == FTS_FOLLOW) {
-			follow_link(sp, p);
+			kfts_follow_link(sp, p);
 			p->fts_instr = FTS_NOINSTR;
 		}
 		return p;
@@ -535,9 +398,9 @@ next:
 	/* No more siblings: the parent, in postorder. */
 	p = tmp->fts_parent;
 	sp->fts_cur = p;
-	ent_free(tmp);
+	kfts_ent_free(tmp);
 	if (p->fts_level == FTS_ROOTPARENTLEVEL) {
-		ent_free(p);
+		kfts_ent_free(p);
 		((struct kfts *)sp)->rootparent = NULL;
 		sp->fts_cur = NULL;
 		errno = 0;
@@ -565,7 +428,7 @@ static FTSENT *k_children(FTS *sp, int instr)
 		return p->fts_link;
 	if (p->fts_info != FTS_D)
 		return NULL;
-	list_free(sp->fts_child);
+	kfts_list_free(sp->fts_child);
 	sp->fts_child = NULL;
 	int type = BCHILD;
 	if (instr == FTS_NAMEONLY) {
@@ -600,13 +463,13 @@ static int k_close(FTS *sp)
 		while (p->fts_level >= FTS_ROOTLEVEL) {
 			FTSENT *f = p;
 			p = p->fts_link ? p->fts_link : p->fts_parent;
-			ent_free(f);
+			kfts_ent_free(f);
 		}
-		ent_free(p); /* the root parent */
+		kfts_ent_free(p); /* the root parent */
 	} else {
-		ent_free(k->rootparent);
+		kfts_ent_free(k->rootparent);
 	}
-	list_free(sp->fts_child);
+	kfts_list_free(sp->fts_child);
 	free(sp->fts_array);
 	free(sp->fts_path);
 	int r = 0;
