@@ -1,0 +1,260 @@
+/* bmap.c — the per-inode block map: a radix tree of block numbers, its
+ * growth, freeing and the search for data and holes (see inode.h). */
+#include <errno.h>
+#include "alloc.h"
+#include "inode.h"
+
+static uint64_t span_of(unsigned height) /* file blocks covered by a tree of this height */
+{
+	return 1ull << (MAP_SHIFT * height);
+}
+
+static const uint64_t *node_ptr(const struct kura_fs *fs, uint64_t b)
+{
+	return block_ptr(fs, b);
+}
+
+/* The first slot >= i of a map node that is not zero, or MAP_FANOUT.  Most
+ * nodes that are walked whole are nearly empty (a group's shadow holds a
+ * few blocks of a large file), and one slot per step made such a walk cost
+ * a microsecond; eight at a time the compiler turns into vector loads. */
+static unsigned next_used_slot(const uint64_t *node, unsigned i)
+{
+	for (; i < MAP_FANOUT && (i & 7); i++)
+		if (node[i])
+			return i;
+	for (; i < MAP_FANOUT; i += 8) {
+		uint64_t any = 0;
+		for (unsigned k = 0; k < 8; k++)
+			any |= node[i + k];
+		if (any)
+			break;
+	}
+	for (; i < MAP_FANOUT; i++)
+		if (node[i])
+			return i;
+	return MAP_FANOUT;
+}
+
+uint64_t bmap_get(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock)
+{
+	unsigned h = ip->height;
+	uint64_t b = ip->root;
+	if (!b || h > MAP_MAX_HEIGHT || fblock >= span_of(h))
+		return 0;
+	for (unsigned level = h; level > 0; level--) {
+		if (!block_valid(fs, b))
+			return 0;
+		b = node_ptr(fs, b)[(fblock >> (MAP_SHIFT * (level - 1))) & (MAP_FANOUT - 1)];
+		if (!b)
+			return 0;
+	}
+	return block_valid(fs, b) ? b : 0;
+}
+
+static void add_blocks(struct kura_fs *fs, uint64_t ino, int64_t delta)
+{
+	const struct kura_inode *ip = media_ptr(&fs->m, ino_off(ino));
+	INO_SET(fs, ino, blocks, ip->blocks + (uint64_t)delta);
+}
+
+uint64_t bmap_set(struct kura_fs *fs, uint64_t ino, uint64_t fblock, uint64_t block)
+{
+	struct tx *t = &fs->tx;
+	const struct kura_inode *ip = media_ptr(&fs->m, ino_off(ino));
+	if (ip->height > MAP_MAX_HEIGHT || (ip->root && !block_valid(fs, ip->root))) {
+		tx_fail(t, -EUCLEAN);
+		return 0;
+	}
+	if (!ip->root) {
+		if (!block)
+			return 0;
+		unsigned h = 0;
+		while (fblock >= span_of(h))
+			h++;
+		INO_SET(fs, ino, height, (uint8_t)h);
+	}
+	/* Grow: the old tree becomes child 0 of a new root. */
+	while (ip->root && fblock >= span_of(ip->height) && !t->err) {
+		if (!block)
+			return 0;
+		uint64_t n = alloc_block(fs, 1);
+		if (!n)
+			return 0;
+		tx_write64(t, block_off(n), ip->root);
+		INO_SET(fs, ino, root, n);
+		INO_SET(fs, ino, height, (uint8_t)(ip->height + 1));
+		add_blocks(fs, ino, 1);
+	}
+	if (t->err)
+		return 0;
+	uint64_t slot_off = INO_FIELD_OFF(ino, root);
+	for (unsigned level = ip->height; level > 0; level--) {
+		uint64_t node = *(const uint64_t *)media_ptr(&fs->m, slot_off);
+		if (!node) {
+			if (!block)
+				return 0;
+			node = alloc_block(fs, 1);
+			if (!node)
+				return 0;
+			tx_write64(t, slot_off, node);
+			add_blocks(fs, ino, 1);
+		} else if (!block_valid(fs, node)) {
+			tx_fail(t, -EUCLEAN);
+			return 0;
+		}
+		slot_off = block_off(node) + 8 * ((fblock >> (MAP_SHIFT * (level - 1))) & (MAP_FANOUT - 1));
+	}
+	uint64_t old = *(const uint64_t *)media_ptr(&fs->m, slot_off);
+	tx_write64(t, slot_off, block);
+	if (block && !old)
+		add_blocks(fs, ino, 1);
+	else if (!block && old)
+		add_blocks(fs, ino, -1);
+	return block_valid(fs, old) ? old : 0;
+}
+
+/* Frees a whole subtree.  Its nodes are not cleared: once the parent's
+ * pointer is cleared nothing reaches them, and not writing them keeps a large
+ * truncate's log small.  Returns blocks freed. */
+static uint64_t free_all(struct kura_fs *fs, uint64_t b, unsigned level, uint64_t *budget)
+{
+	/* A damaged map may name one node from many slots: without a budget
+	 * (no tree holds more nodes than the pool has blocks) that is 512^4
+	 * visits. */
+	if (!*budget) {
+		tx_fail(&fs->tx, -EUCLEAN);
+		return 0;
+	}
+	(*budget)--;
+	uint64_t freed = 1;
+	if (level > 0) {
+		const uint64_t *node = node_ptr(fs, b);
+		for (unsigned i = next_used_slot(node, 0); i < MAP_FANOUT && !fs->tx.err; i = next_used_slot(node, i + 1))
+			if (block_valid(fs, node[i]))
+				freed += free_all(fs, node[i], level - 1, budget);
+	}
+	alloc_free(fs, b);
+	return freed;
+}
+
+/* Frees [first, last) below the node at *slot (a tree of `level`, covering
+ * file blocks from `base`); clears *slot when nothing is left under it.
+ * Returns blocks freed. */
+static uint64_t free_subtree(struct kura_fs *fs, uint64_t slot, unsigned level, uint64_t base, uint64_t first,
+			     uint64_t last, uint64_t *budget)
+{
+	uint64_t b = *(const uint64_t *)media_ptr(&fs->m, slot);
+	uint64_t span = span_of(level);
+	if (!b || !block_valid(fs, b) || fs->tx.err)
+		return 0;
+	if (first <= base && (last - base) >= span) {
+		tx_write64(&fs->tx, slot, 0);
+		return free_all(fs, b, level, budget);
+	}
+	if (!*budget) {
+		tx_fail(&fs->tx, -EUCLEAN);
+		return 0;
+	}
+	(*budget)--;
+	if (level == 0)
+		return 0;
+	uint64_t child_span = span_of(level - 1), freed = 0;
+	unsigned lo = first > base ? (unsigned)((first - base) / child_span) : 0;
+	for (unsigned i = lo; i < MAP_FANOUT; i++) {
+		uint64_t cbase = base + i * child_span;
+		if (cbase >= last)
+			break;
+		freed += free_subtree(fs, block_off(b) + 8 * i, level - 1, cbase, first, last, budget);
+	}
+	if (next_used_slot(node_ptr(fs, b), 0) < MAP_FANOUT)
+		return freed;
+	alloc_free(fs, b);
+	tx_write64(&fs->tx, slot, 0);
+	return freed + 1;
+}
+
+void bmap_free_range(struct kura_fs *fs, uint64_t ino, uint64_t first, uint64_t last)
+{
+	const struct kura_inode *ip = media_ptr(&fs->m, ino_off(ino));
+	if (!ip->root || first >= last)
+		return;
+	if (ip->height > MAP_MAX_HEIGHT) {
+		tx_fail(&fs->tx, -EUCLEAN);
+		return;
+	}
+	uint64_t budget = fs->nblocks;
+	uint64_t freed = free_subtree(fs, INO_FIELD_OFF(ino, root), ip->height, 0, first, last, &budget);
+	if (freed)
+		add_blocks(fs, ino, -(int64_t)freed);
+	if (!ip->root)
+		INO_SET(fs, ino, height, 0);
+}
+
+/* The first file block >= fb whose mapped-ness is `want`, searching the
+ * subtree at node b (height `level`, first file block `base`); UINT64_MAX if
+ * none.  Unmapped subtrees are skipped whole, so a huge hole costs one step
+ * per tree level, not one per block. */
+static uint64_t find_block(const struct kura_fs *fs, uint64_t b, unsigned level, uint64_t base, uint64_t fb, int want,
+			   uint64_t *budget)
+{
+	uint64_t span = span_of(level);
+	if (!b || !block_valid(fs, b))
+		return want ? UINT64_MAX : (fb > base ? fb : base);
+	if (level == 0)
+		return want ? base : UINT64_MAX;
+	/* Bounded like free_all: a damaged map that names one node from every
+	 * slot must not cost 512^height steps.  Giving up answers "not found". */
+	if (!*budget)
+		return UINT64_MAX;
+	(*budget)--;
+	const uint64_t *node = node_ptr(fs, b);
+	uint64_t child = span_of(level - 1);
+	unsigned first = fb > base ? (unsigned)((fb - base) / child) : 0;
+	for (unsigned i = first; i < MAP_FANOUT; i++) {
+		/* Looking for data, holes are passed over here: a call per slot
+		 * made a sparse tree's scan cost microseconds. */
+		if (want && (i = next_used_slot(node, i)) == MAP_FANOUT)
+			break;
+		uint64_t cbase = base + i * child;
+		uint64_t r = find_block(fs, node[i], level - 1, cbase, fb > cbase ? fb : cbase, want, budget);
+		if (r != UINT64_MAX)
+			return r;
+	}
+	(void)span;
+	return UINT64_MAX;
+}
+
+uint64_t bmap_next_data(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t fb)
+{
+	if (!ip->root || ip->height > MAP_MAX_HEIGHT || fb >= span_of(ip->height))
+		return UINT64_MAX;
+	uint64_t budget = fs->nblocks;
+	return find_block(fs, ip->root, ip->height, 0, fb, 1, &budget);
+}
+
+int64_t inode_seek_data(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t off, int want_data)
+{
+	uint64_t size = ip->size;
+	if (off >= size)
+		return -ENXIO;
+	uint64_t fb = off >> KURA_BLOCK_SHIFT, r;
+	if (!ip->root || ip->height > MAP_MAX_HEIGHT)
+		r = want_data ? UINT64_MAX : fb;
+	else if (fb >= span_of(ip->height))
+		r = want_data ? UINT64_MAX : fb; /* past the tree: all hole */
+	else {
+		uint64_t budget = fs->nblocks;
+		r = find_block(fs, ip->root, ip->height, 0, fb, want_data, &budget);
+		if (r == UINT64_MAX && !want_data)
+			r = span_of(ip->height); /* the tree is full up to its span */
+	}
+	if (r == UINT64_MAX)
+		return want_data ? -ENXIO : (int64_t)size;
+	uint64_t pos = r << KURA_BLOCK_SHIFT;
+	if (pos < off)
+		pos = off;
+	if (pos >= size)
+		return want_data ? -ENXIO : (int64_t)size;
+	return (int64_t)pos;
+}
