@@ -1,7 +1,8 @@
 /*
- * journal_int.h — what the journal's three files share; no other layer
+ * journal_int.h — what the journal's four files share; no other layer
  * includes it (they use journal.h):
- *   journal.c         the format on the disk, recovery, the working copy;
+ *   journal.c         the format on the disk, the working copy;
+ *   journal_recover.c recovery at the first mount;
  *   journal_commit.c  staging records, group commit and syncs, repair;
  *   journal_seal.c    the pending set (fsync mode) and its seals, checkpoints.
  */
@@ -79,6 +80,10 @@ uint32_t jn_rec_check(const struct kura_super *sb, const uint8_t *rec, uint64_t 
 uint32_t jn_item_stored(const struct kura_jitem *it);
 int jn_replay_region(const struct kura_super *sb, const uint8_t *region, uint64_t epoch, apply_fn apply, void *ctx);
 int jn_write_head(struct media *dm, const struct kura_super *sb, uint64_t epoch, uint64_t nonce);
+/* Recovery at the first mount (journal_recover.c): the head it writes
+ * gets *nonce and *epoch.  -errno and why on failure. */
+int jn_recover_disk(int pool_fd, const struct kura_super *sb, uint64_t *nonce, uint64_t *epoch, char *why,
+		    size_t whylen);
 
 /* journal_commit.c */
 void jn_put_item_from(struct journal *j, uint64_t *at, uint64_t off, uint64_t len, int zero, const void *src);
