@@ -13,6 +13,7 @@
  *       rename  each file of DIR/s to a new name in the same directory
  *       unlink  the files of DIR/s
  *       mkdir   a tree of fanout 10 in DIR/t, breadth first, NFILES at most
+ *       dotdot  stat "../f0000000" from DIR/c/sub, beside the files create made
  *       readdir whole listings of DIR/r, round after round
  *       prints "PHASE OPS_PER_SECOND COUNT" a line (readdir: entries/s)
  *   fsload fileset DIR PERSONALITY NFILES
@@ -202,6 +203,23 @@ static void meta(const char *dir, long n, double secs)
 			die("mkdir %s", p);
 	}
 	report("mkdir", i, now() - t0);
+
+	/* stat through "..": from a directory beside the NFILES files create
+	 * made, of one of them, round after round */
+	snprintf(q, sizeof q, "%s/c/sub", dir);
+	xmkdir(q);
+	int back = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (back < 0 || chdir(q) != 0)
+		die("chdir %s", q);
+	t0 = now();
+	end = t0 + secs;
+	for (done = 0; done < 256 || (done & 255) || now() < end; done++)
+		if (stat("../f0000000", &st) != 0 || !S_ISREG(st.st_mode))
+			die("stat ../f0000000 from %s", q);
+	if (fchdir(back) != 0)
+		die("fchdir back from %s", q);
+	close(back);
+	report("dotdot", done, now() - t0);
 
 	/* readdir: whole listings of DIR/r */
 	snprintf(q, sizeof q, "%s/r", dir);

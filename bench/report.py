@@ -147,7 +147,8 @@ def fio_job(s):
 
 
 META = [("create", "create empty file"), ("stat", "stat"), ("rename", "rename"), ("unlink", "unlink"),
-        ("mkdir", "mkdir (a tree, fanout 10)"), ("readdir", "readdir (whole listings)")]
+        ("mkdir", "mkdir (a tree, fanout 10)"), ("dotdot", "stat \"../f\" beside the files"),
+        ("readdir", "readdir (whole listings)")]
 
 
 def meta_job(s):
@@ -228,7 +229,8 @@ def describe(s):
                f"{s['seq_mib']} MiB in 1 MiB writes and an fsync at the end (timed); the rewrite overwrites "
                "4 KiB blocks at random with an fsync every 16.",
         "metadata": f"bench/fsload.c: create {s['files']:,} empty files, stat {s['files']:,} (round after round), "
-                    f"rename and unlink them, mkdir a tree of {s['files']:,} directories, and list a directory of "
+                    f"rename and unlink them, mkdir a tree of {s['files']:,} directories, stat one of the created files "
+                    f"as \"../f0000000\" from a directory beside them, and list a directory of "
                     f"{s['entries']:,} entries again and again; each phase stops after {s['phase']} s (the disk "
                     "pool in op mode syncs every call).",
         "SQLite speedtest1": f"speedtest1 from Debian's SQLite source against the system's libsqlite3, "

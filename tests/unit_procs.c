@@ -48,6 +48,16 @@ static void test_at_calls(kura_fs *fs)
 	CHECK(kura_getpath(fs, b, path, sizeof path) == 0 && !strcmp(path, "/a/b"), "getpath %s", path);
 	CHECK(kura_rename(fs, "/a", "/z", 0) == 0, "rename /a");
 	CHECK(kura_getpath(fs, b, path, sizeof path) == 0 && !strcmp(path, "/z/b"), "getpath after rename: %s", path);
+	/* the names getpath found before are only hints (files.c): a directory
+	 * that took b's old name meanwhile is not b */
+	CHECK(kura_rename(fs, "/z/b", "/z/c", 0) == 0 && kura_mkdir(fs, "/z/b", 0755) == 0,
+	      "rename /z/b to /z/c, a new /z/b");
+	CHECK(kura_getpath(fs, b, path, sizeof path) == 0 && !strcmp(path, "/z/c"), "getpath after its name was taken: %s",
+	      path);
+	int nb = kura_open(fs, "/z/b", O_RDONLY | O_DIRECTORY, 0);
+	CHECK(nb >= 0 && kura_getpath(fs, nb, path, sizeof path) == 0 && !strcmp(path, "/z/b"), "getpath of the new /z/b: %s",
+	      path);
+	kura_close(fs, nb);
 	CHECK(kura_getpath(fs, b, path, 3) == -ERANGE, "getpath with a short buffer");
 	CHECK(kura_getpath(fs, f, path, sizeof path) == -ENOTDIR, "getpath of a file");
 	int r = kura_open(fs, "/", O_RDONLY, 0);
