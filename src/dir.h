@@ -78,5 +78,11 @@ struct dir_entry {
 /* From key *cookie on: 1 and the entry (with *cookie advanced past it), 0 at
  * the end, or -EUCLEAN. */
 int dir_next(const struct kura_fs *fs, const struct kura_inode *dip, uint64_t *cookie, struct dir_entry *out);
+/* Up to max entries from key cookie on, in key order, found in one scan of
+ * the bucket that holds the next one (a listing then scans each bucket a
+ * few times, not once an entry); keys[i] + 1 resumes after out[i].  The
+ * count, 0 at the end, or -EUCLEAN. */
+int dir_next_batch(const struct kura_fs *fs, const struct kura_inode *dip, uint64_t cookie, struct dir_entry *out,
+		   uint64_t *keys, int max);
 
 #endif

@@ -13,10 +13,20 @@
 #include "inode.h"
 #include "ofile.h"
 
+/* Entries are read a batch at a time (dir_next_batch) and handed out from
+ * the stream: a snapshot, as glibc's buffer of getdents is, which POSIX
+ * allows (whether an entry added or removed after opendir or rewinddir
+ * shows is unspecified).  The position is always the one after the entry
+ * last handed out, so telldir and seekdir are unchanged by it. */
+#define STREAM_BATCH 32
+
 struct kura_dir {
 	kura_fs *fs;
 	int fd;
 	uint64_t cookie; /* 0 ".", 1 "..", then 2 + key */
+	int nbatch, next; /* batch[next..nbatch) not handed out yet */
+	uint64_t keys[STREAM_BATCH];
+	struct dir_entry batch[STREAM_BATCH];
 };
 
 kura_dir *kura_opendir(kura_fs *fs, const char *path, int *err)
@@ -79,24 +89,29 @@ int kura_readdir(kura_dir *d, struct kura_dirent *ent)
 		ofile_put(fs, of);
 		return ret;
 	}
-	struct dir_entry de;
-	uint64_t key = d->cookie - 2;
-	FS_READ(fs, ret, {
-		const struct kura_inode *ip = ino_get(fs, of->ino);
-		key = d->cookie - 2;
-		ret = ip ? dir_next(fs, ip, &key, &de) : -EBADF;
-	});
-	if (ret == 1) {
-		ent->ino = de.ino;
-		ent->type = (unsigned char)de.type;
-		memcpy(ent->name, de.name, de.name_len + 1);
-		d->cookie = key + 2;
-		ent->next_cookie = d->cookie;
-	} else if (ret == 0) {
-		d->cookie = DIR_COOKIE_END + 2;
+	if (d->next == d->nbatch) {
+		uint64_t key = d->cookie - 2;
+		FS_READ(fs, ret, {
+			const struct kura_inode *ip = ino_get(fs, of->ino);
+			ret = ip ? dir_next_batch(fs, ip, key, d->batch, d->keys, STREAM_BATCH) : -EBADF;
+		});
+		if (ret <= 0) {
+			if (ret == 0)
+				d->cookie = DIR_COOKIE_END + 2;
+			ofile_put(fs, of);
+			return ret;
+		}
+		d->nbatch = ret;
+		d->next = 0;
 	}
+	const struct dir_entry *de = &d->batch[d->next];
+	ent->ino = de->ino;
+	ent->type = (unsigned char)de->type;
+	memcpy(ent->name, de->name, de->name_len + 1);
+	d->cookie = d->keys[d->next++] + 1 + 2;
+	ent->next_cookie = d->cookie;
 	ofile_put(fs, of);
-	return ret;
+	return 1;
 }
 
 int kura_dirfd(kura_dir *d)
@@ -104,7 +119,6 @@ int kura_dirfd(kura_dir *d)
 	return d->fd;
 }
 
-/* Finds the name under which dir is linked in parent (a scan of parent). */
 long kura_telldir(kura_dir *d)
 {
 	return (long)d->cookie;
@@ -112,12 +126,18 @@ long kura_telldir(kura_dir *d)
 
 void kura_seekdir(kura_dir *d, long cookie)
 {
-	d->cookie = cookie < 0 ? 0 : (uint64_t)cookie;
+	uint64_t to = cookie < 0 ? 0 : (uint64_t)cookie;
+	/* The batch holds what follows the current position only. */
+	if (to != d->cookie)
+		d->nbatch = d->next = 0;
+	d->cookie = to;
 }
 
+/* A rewound stream shows the directory as it is now (POSIX). */
 void kura_rewinddir(kura_dir *d)
 {
 	d->cookie = 0;
+	d->nbatch = d->next = 0;
 }
 
 int kura_closedir(kura_dir *d)
