@@ -101,9 +101,8 @@ def leveldb_shm():
 
 # fillsync writes SYNC_NUM keys drawn from NUM, as db_bench does; the kv
 # store (its log and index) is sized for what is written.  The disk pool is 4 GiB (sparse) so
-# that its journal (1/64 of the pool) does not fill within the run: a
-# journal checkpoint that starts inside a group's commit deadlocks today
-# (see the kv example's README).
+# that its journal (1/64 of the pool) does not fill within the run: the
+# figure is the commits' cost, not the checkpoints'.
 def kv_disk():
     mkfs(DISK_POOL, "4G")
     try:
