@@ -244,6 +244,19 @@ int64_t kura_atomic_shadow(kura_fs *fs, int fd, int *sole);
  * map pins a file (kura_map_unpin drops it, and frees the shadow after the
  * group ends).  -EINVAL without a group. */
 int kura_atomic_map_block(kura_fs *fs, int fd, uint64_t fblock, int pin, uint64_t *block, uint64_t *shadow);
+/* The same for up to n file blocks from fblock, in one transaction, into
+ * blocks[]: the number made (at least 1), or -errno as above.  The blocks
+ * after the first are taken only while the group and the pool have room to
+ * spare, and never past the view's end: a layer taking pages over ahead
+ * of a run of stores asks for more than it needs. */
+int kura_atomic_map_blocks(kura_fs *fs, int fd, uint64_t fblock, size_t n, int pin, uint64_t *blocks,
+			   uint64_t *shadow);
+/* Gives back the group's own blocks of file blocks fblocks[0, n) that the
+ * caller took and nothing changed: each that is still blocks[i] goes, and
+ * the view shows the file's bytes there again, so the commit leaves them
+ * as the file has them then.  The caller's maps must no longer show them.
+ * 0 or -errno (-EINVAL without a group). */
+int kura_atomic_unmap_blocks(kura_fs *fs, int fd, const uint64_t *fblocks, const uint64_t *blocks, size_t n);
 /* kura_atomic_commit for a caller that holds own_pins maps of the file
  * whose pages at the group's blocks show the group's blocks: 0 if those
  * blocks became the file's (the pages need nothing), 1 if some were copied

@@ -425,26 +425,62 @@ int64_t kura_atomic_shadow(kura_fs *fs, int fd, int *sole)
 	return shadow;
 }
 
-int kura_atomic_map_block(kura_fs *fs, int fd, uint64_t fblock, int pin, uint64_t *block, uint64_t *shadow)
+int kura_atomic_map_blocks(kura_fs *fs, int fd, uint64_t fblock, size_t n, int pin, uint64_t *blocks,
+			   uint64_t *shadow)
 {
 	struct ofile *of;
 	int err = group_enter(fs, fd, &of);
 	if (err)
 		return err;
-	if (!group_shadow(fs, of))
+	size_t done = 0;
+	const struct kura_inode *sp = group_shadow(fs, of);
+	uint64_t end = sp ? (sp->size + KURA_BLOCK - 1) >> KURA_BLOCK_SHIFT : 0;
+	if (!sp)
 		err = group_open(of) ? -EIO : -EINVAL;
-	else if (fblock >= (group_shadow(fs, of)->size + KURA_BLOCK - 1) >> KURA_BLOCK_SHIFT)
+	else if (fblock >= end || !n)
 		err = -ENXIO; /* past the end: a map's page there raises SIGBUS */
 	else if (pin && (err = lock_map_inc(&fs->lk, of->group_ino)))
 		pin = 0;
-	else if (!(*block = copy_up(fs, of, fblock, 1)))
-		err = fs->tx.err ? fs->tx.err : -EIO;
-	else
-		err = check_room(fs, of);
+	/* Blocks after the first are a bonus, taken only while the group and
+	 * the pool have room to spare: a failure would fail the transaction,
+	 * and with it the first block, which the caller needs. */
+	for (; !err && done < n && fblock + done < end; done++) {
+		if (done && (sp->blocks + 8 > group_max_blocks(fs) || alloc_free_count(fs) < 64))
+			break;
+		if (!(blocks[done] = copy_up(fs, of, fblock + done, 1)))
+			err = fs->tx.err ? fs->tx.err : -EIO;
+		else
+			err = check_room(fs, of);
+	}
 	*shadow = of->group_ino;
 	if (err && pin)
 		lock_map_dec(&fs->lk, of->group_ino); /* the pin is not the transaction's to roll back */
 	err = fs_end(fs, err);
+	ofile_put(fs, of);
+	return err ? err : (int)done;
+}
+
+int kura_atomic_map_block(kura_fs *fs, int fd, uint64_t fblock, int pin, uint64_t *block, uint64_t *shadow)
+{
+	int r = kura_atomic_map_blocks(fs, fd, fblock, 1, pin, block, shadow);
+	return r < 0 ? r : 0;
+}
+
+int kura_atomic_unmap_blocks(kura_fs *fs, int fd, const uint64_t *fblocks, const uint64_t *blocks, size_t n)
+{
+	struct ofile *of;
+	int err = group_enter(fs, fd, &of);
+	if (err)
+		return err;
+	const struct kura_inode *sp = group_shadow(fs, of);
+	if (!sp)
+		err = group_open(of) ? -EIO : -EINVAL;
+	for (size_t i = 0; !err && i < n && !fs->tx.err; i++)
+		if (blocks[i] && bmap_get(fs, sp, fblocks[i]) == blocks[i]) {
+			bmap_set(fs, of->group_ino, fblocks[i], 0);
+			alloc_free(fs, blocks[i]);
+		}
+	err = fs_end(fs, err ? err : fs->tx.err);
 	ofile_put(fs, of);
 	return err;
 }

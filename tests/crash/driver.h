@@ -190,7 +190,7 @@ static const char *const drv_group_entries[] = {
 	"falloc:foo:0+16k", "falloc:foo:punch", "falloc:foo:zero", "gmapwrite:foo:6k@1000", "mapwrite:foo:10@100",
 	"pwrite:A/foo:200@4000", "gbegin:A/foo", "gcommit:A/foo", "gmapwrite:A/foo:100@3900", "unlink:foo",
 	"rename:foo:baz", "fsync:foo", "gabort:foo", "gcommit:foo", "gbegin:foo", "gset:foo+A/foo",
-	"gset:foo+A/foo+mv:A/foo:B/foo", "gset:foo+new:baz+rm:bar",
+	"gset:foo+A/foo+mv:A/foo:B/foo", "gset:foo+new:baz+rm:bar", "gmapahead:foo:100@4000",
 };
 
 /* An entry of the list; the pmem model cannot hold a map's stores

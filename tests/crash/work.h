@@ -40,7 +40,7 @@ struct wk_op {
 	const char *a, *b;
 	int slot;         /* descriptor slot used or filled */
 	long off, len;    /* write/truncate/fallocate geometry; open flags in len for K_OPEN */
-	int mode;         /* fallocate mode, rename flags, chmod mode */
+	int mode;         /* fallocate mode, rename flags, chmod mode; gmapwrite's pages taken ahead */
 };
 
 /* Names of 100 bytes (entries of 120): 26 of them overflow MERGE_LIMIT
@@ -152,6 +152,11 @@ static const struct wk_op wk_table[] = {
 	{ "gabort:foo", K_GABORT, 0, 0, 0, 0, 0, 0 },
 	{ "gmapwrite:foo:6k@1000", K_GMAPWRITE, 0, 0, 0, 1000, 6144, 0 },
 	{ "gmapwrite:A/foo:100@3900", K_GMAPWRITE, 0, 0, 2, 3900, 100, 0 },
+	/* As the layer does in a run of stores: two pages more taken with
+	 * the range's in one call, stored into not at all, and given back
+	 * (kura_atomic_unmap_blocks); the commit must leave them as the file
+	 * has them, and a crash anywhere no trace of them. */
+	{ "gmapahead:foo:100@4000", K_GMAPWRITE, 0, 0, 0, 4000, 100, 2 },
 	/* Several files' groups and name changes in one kura_group_commit:
 	 * all of it or none after a crash.  A description without a group
 	 * adds nothing, so these are valid anywhere.  The last makes an
@@ -304,16 +309,29 @@ static long wk_mapwrite(kura_fs *fs, int fd, long off, long len, const char *src
 
 /* Stores through the group's own blocks, mapped: the interposition
  * layer's store into a page its group took over.  The first pins the
- * group's shadow, as the layer does; the group's end unpins it. */
-static long wk_gmapwrite(kura_fs *fs, struct wk_ctx *c, int slot, long off, long len, const char *src)
+ * group's shadow, as the layer does; the group's end unpins it.  With
+ * ahead, the blocks come from one kura_atomic_map_blocks call that also
+ * takes ahead pages after the range, which are given back unstored. */
+static long wk_gmapwrite(kura_fs *fs, struct wk_ctx *c, int slot, long off, long len, const char *src, int ahead)
 {
-	long first = off / 4096, n = (off + len + 4095) / 4096 - first, r = 0;
+	long first = off / 4096, n = (off + len + 4095) / 4096 - first, r = 0, got = 0;
 	int writable, mfd = kura_map_fd(fs, &writable);
+	uint64_t taken[8], fbs[8], shadow;
+	if (ahead && n + ahead <= 8) {
+		got = kura_atomic_map_blocks(fs, wk_fd(c, slot), (uint64_t)first, (size_t)(n + ahead), !c->gpin[slot],
+					     taken, &shadow);
+		if (got < 0)
+			return got;
+		c->gpin[slot] = shadow;
+	}
 	for (long i = 0; i < n && !r; i++) {
-		uint64_t block, shadow;
-		r = kura_atomic_map_block(fs, wk_fd(c, slot), (uint64_t)(first + i), !c->gpin[slot], &block, &shadow);
-		if (r)
-			break;
+		uint64_t block = taken[i];
+		if (i >= got) {
+			r = kura_atomic_map_block(fs, wk_fd(c, slot), (uint64_t)(first + i), !c->gpin[slot], &block,
+						  &shadow);
+			if (r)
+				break;
+		}
 		c->gpin[slot] = shadow;
 		char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, (off_t)(block * 4096));
 		if (p == MAP_FAILED)
@@ -322,6 +340,10 @@ static long wk_gmapwrite(kura_fs *fs, struct wk_ctx *c, int slot, long off, long
 		memcpy(p + from, src + (first + i) * 4096 + from - off, (size_t)(to - from));
 		munmap(p, 4096);
 	}
+	for (long i = n; i < got; i++)
+		fbs[i - n] = (uint64_t)(first + i);
+	if (!r && got > n)
+		r = kura_atomic_unmap_blocks(fs, wk_fd(c, slot), fbs, taken + n, (size_t)(got - n));
 	return r;
 }
 
@@ -502,7 +524,7 @@ static long wk_run(kura_fs *fs, struct wk_ctx *c, const struct wk_op *op)
 		break;
 	case K_GMAPWRITE:
 		wk_pattern(buf, op->len, c->seq, op->off);
-		r = wk_gmapwrite(fs, c, op->slot, op->off, op->len, buf);
+		r = wk_gmapwrite(fs, c, op->slot, op->off, op->len, buf, op->mode);
 		break;
 	case K_GSET: r = wk_gset(fs, c, op, buf); break;
 	case K_SETXATTR:
