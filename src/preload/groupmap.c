@@ -11,7 +11,9 @@
  * process has, writable: the store repeats there, and so do the later ones
  * to the page, without a fault.  A write() through the group's description
  * that changes a block a map shows takes that page over the same way after
- * the call, so map and read() agree.
+ * the call, so map and read() agree.  A store that goes on from the last
+ * page taken takes the pages after it too (groupmap.h, AHEAD_MAX): a log
+ * filled in order faults once every few dozen pages.
  *
  * Commit copies the group's blocks that this process's maps show into the
  * file's blocks (kura_atomic_commit_maps; the bytes of the others move as
@@ -19,10 +21,11 @@
  * blocks would scatter the pages over the pool, one kernel mapping each,
  * where the file's own blocks come in runs the kernel keeps as one.  Abort
  * maps them back the same way.  Either way the shadow's pin goes last,
- * which frees it (at the next begin, in its transaction).  Pages go back read-only, and the rest of each map stays
- * so until a store finds no group there any more and gives the map its
- * protection back: a run of groups protects a map once, and a commit costs
- * only the pages it took over.
+ * which frees it (at the next begin, in its transaction).  Pages go back
+ * read-only, and the rest of each map stays so until a store finds no group
+ * there any more and gives the map its protection back: a run of groups
+ * protects a map once, and a commit costs only the pages it took over, in
+ * runs of consecutive pages, a remap each.
  *
  * Limits (README): a system call the kernel serves that writes into a page
  * the group protects (recv into a mapped buffer, say) fails with EFAULT;
@@ -42,23 +45,10 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "groupmap.h"
 #include "kp.h"
 #include "maptab.h"
 
-struct taken {
-	uint64_t fb, block;
-};
-
-struct kp_group {
-	int used;
-	int mnt;
-	int kfd;          /* a descriptor of the group's description */
-	int pinned;       /* the shadow is pinned by this process */
-	uint64_t ino;     /* the file */
-	uint64_t shadow;  /* the engine's shadow inode: names the group */
-	struct taken *taken;
-	size_t ntaken, cap;
-};
 
 #define MAX_GROUPS 64
 static struct kp_group groups[MAX_GROUPS];
@@ -111,22 +101,6 @@ static struct kp_group *by_ino(int mnt, uint64_t ino)
 	return NULL;
 }
 
-static int covers(const struct kp_map *m, int mnt, uint64_t ino, uint64_t fb)
-{
-	uint64_t first = m->off / PAGE;
-	return m->mnt == mnt && m->ino == ino && fb >= first && fb < first + m->len / PAGE;
-}
-
-/* 0, or -errno: the kernel may refuse another mapping (vm.max_map_count),
- * and the page then still shows what it showed. */
-static int show(kura_fs *fs, struct kp_map *m, uint64_t fb, uint64_t block)
-{
-	int writable;
-	int fd = kura_map_fd(fs, &writable);
-	char *at = m->addr + (fb * PAGE - m->off);
-	return REAL(mmap)(at, PAGE, m->prot, MAP_SHARED | MAP_FIXED, fd, (off_t)(block * PAGE)) == MAP_FAILED ? -errno
-													       : 0;
-}
 
 /* Pages past the end of the file (m->eof_pages) keep raising SIGBUS. */
 static void make_ro(struct kp_map *m, size_t from, size_t to)
@@ -150,37 +124,6 @@ static void restore(struct kp_map *m)
 	__atomic_sub_fetch(&kp_group_ro_maps, 1, __ATOMIC_RELAXED);
 }
 
-/* With the lock: the group's own block for fb, shown by every map of the
- * file in this process. */
-static int take(struct kp_group *g, kura_fs *fs, int kfd, uint64_t fb)
-{
-	int err = 0;
-	for (size_t i = 0; i < g->ntaken; i++)
-		if (g->taken[i].fb == fb) {
-			for (size_t k = 0; k < kp_maps_count() && !err; k++)
-				if (covers(kp_maps_at(k), g->mnt, g->ino, fb))
-					err = show(fs, kp_maps_at(k), fb, g->taken[i].block);
-			return err;
-		}
-	if (g->ntaken == g->cap) {
-		size_t cap = g->cap ? g->cap * 2 : 16;
-		struct taken *t = realloc(g->taken, cap * sizeof *t);
-		if (!t)
-			return -ENOMEM;
-		g->taken = t;
-		g->cap = cap;
-	}
-	uint64_t block, shadow;
-	int r = kura_atomic_map_block(fs, kfd, fb, !g->pinned, &block, &shadow);
-	if (r)
-		return r;
-	g->pinned = 1;
-	g->taken[g->ntaken++] = (struct taken){ fb, block };
-	for (size_t k = 0; k < kp_maps_count() && !err; k++)
-		if (covers(kp_maps_at(k), g->mnt, g->ino, fb))
-			err = show(fs, kp_maps_at(k), fb, block);
-	return err;
-}
 
 /* With the lock: the record goes; pages it took over show the file's
  * blocks again if recover (the shadow's are about to be freed), and the
@@ -189,22 +132,7 @@ static void finish(struct kp_group *g, kura_fs *fs, int recover)
 {
 	g->used = 0;
 	__atomic_sub_fetch(&kp_groups_active, 1, __ATOMIC_RELAXED);
-	for (size_t i = 0; recover && i < g->ntaken; i++)
-		for (size_t k = 0; k < kp_maps_count(); k++) {
-			struct kp_map *m = kp_maps_at(k);
-			if (covers(m, g->mnt, g->ino, g->taken[i].fb)) {
-				/* A map still read-only from the group gets the page
-				 * read-only too: one protection throughout lets the
-				 * kernel merge it back, and the next group need not
-				 * protect the map again. */
-				size_t page = (size_t)((g->taken[i].fb * PAGE - m->off) / PAGE);
-				int prot = m->prot;
-				if (m->group_ro)
-					m->prot &= ~PROT_WRITE;
-				kp_map_cover(m, page, page + 1, 0);
-				m->prot = prot;
-			}
-		}
+	gp_release(g, recover);
 	if (g->pinned)
 		retire(fs, g->mnt, g->shadow);
 	free(g->taken);
@@ -237,7 +165,8 @@ int kp_group_begin(struct kp_fd *e, kura_fs *fs, uint64_t ino)
 		if (!groups[i].used)
 			g = &groups[i];
 	if (g && shadow > 0) {
-		*g = (struct kp_group){ .used = 1, .mnt = e->mnt, .kfd = e->kfd, .ino = ino, .shadow = (uint64_t)shadow };
+		*g = (struct kp_group){ .used = 1, .mnt = e->mnt, .kfd = e->kfd, .ino = ino, .shadow = (uint64_t)shadow,
+					.next_fb = UINT64_MAX };
 		__atomic_add_fetch(&kp_groups_active, 1, __ATOMIC_RELAXED);
 		for (size_t k = 0; k < kp_maps_count(); k++) {
 			struct kp_map *m = kp_maps_at(k);
@@ -263,7 +192,9 @@ int kp_group_commit(struct kp_fd *e, kura_fs *fs)
 	uint64_t own_pins = 0;
 	for (size_t k = 0; g && k < kp_maps_count(); k++)
 		own_pins += kp_maps_at(k)->mnt == g->mnt && kp_maps_at(k)->ino == g->ino;
-	int r = g ? kura_atomic_commit_maps(fs, e->kfd, own_pins) : kura_atomic_commit(fs, e->kfd);
+	int r = g ? gp_drop_ahead(g, fs) : 0;
+	if (r == 0)
+		r = g ? kura_atomic_commit_maps(fs, e->kfd, own_pins) : kura_atomic_commit(fs, e->kfd);
 	if (g && r >= 0)
 		finish(g, fs, r == 1);
 	kp_maps_unlock();
@@ -283,14 +214,18 @@ int kp_group_commit_set(kura_fs *fs, int mnt, const int *kfds, int n, const stru
 		return -ENOMEM;
 	}
 	kp_maps_lock();
+	int r = 0;
 	for (int i = 0; i < n; i++) {
 		files[i].fd = kfds[i];
 		shadows[i] = kura_atomic_shadow(fs, kfds[i], NULL);
 		struct kp_group *g = shadows[i] > 0 ? by_shadow(mnt, (uint64_t)shadows[i]) : NULL;
 		for (size_t k = 0; g && k < kp_maps_count(); k++)
 			files[i].own_pins += kp_maps_at(k)->mnt == g->mnt && kp_maps_at(k)->ino == g->ino;
+		if (g && !r)
+			r = gp_drop_ahead(g, fs);
 	}
-	int r = kura_group_commit(fs, files, n, ops, nops, NULL);
+	if (!r)
+		r = kura_group_commit(fs, files, n, ops, nops, NULL);
 	for (int i = 0; !r && i < n; i++) {
 		struct kp_group *g = shadows[i] > 0 ? by_shadow(mnt, (uint64_t)shadows[i]) : NULL;
 		if (g)
@@ -338,8 +273,8 @@ void kp_group_wrote(struct kp_fd *e, kura_fs *fs, uint64_t off, uint64_t len)
 	struct kp_group *g = by_shadow(e->mnt, (uint64_t)shadow);
 	for (uint64_t fb = off / PAGE; g && fb <= (off + len - 1) / PAGE; fb++)
 		for (size_t k = 0; k < kp_maps_count(); k++)
-			if (covers(kp_maps_at(k), g->mnt, g->ino, fb)) {
-				take(g, fs, e->kfd, fb);
+			if (gp_covers(kp_maps_at(k), g->mnt, g->ino, fb)) {
+				gp_take(g, fs, e->kfd, fb, NULL);
 				break;
 			}
 	kp_maps_unlock();
@@ -360,7 +295,7 @@ static int store_fault(struct kp_map *m, char *addr)
 	if (!fs || kura_in_operation(fs))
 		return 0;
 	uint64_t fb = (m->off + (uint64_t)(addr - m->addr)) / PAGE;
-	int r = take(g, fs, g->kfd, fb);
+	int r = gp_take(g, fs, g->kfd, fb, m);
 	if (r == -EINVAL || r == -EBADF) {
 		/* The group ended elsewhere (a forked process holding the same
 		 * description committed it) or its descriptor is gone: the
@@ -425,7 +360,7 @@ void kp_group_cover(struct kp_map *m, size_t from, size_t to)
 	uint64_t first = m->off / PAGE;
 	for (size_t i = 0; i < g->ntaken; i++)
 		if (g->taken[i].fb >= first + from && g->taken[i].fb < first + to)
-			show(fs, m, g->taken[i].fb, g->taken[i].block);
+			gp_show(fs, m, &g->taken[i]);
 }
 
 void kp_group_fork_prepare(void)
