@@ -19,25 +19,30 @@ int gp_covers(const struct kp_map *m, int mnt, uint64_t ino, uint64_t fb)
 	return m->mnt == mnt && m->ino == ino && fb >= first && fb < first + m->len / PAGE;
 }
 
-/* Pages from fb of m show n consecutive pool blocks from block, writable
- * and populated: they are about to take stores (or, ahead, to be copied),
- * which then do not fault.  0, or -errno: the kernel may refuse another
- * mapping (vm.max_map_count), and the pages then still show what they
- * showed. */
-static int show_run(kura_fs *fs, struct kp_map *m, uint64_t fb, uint64_t block, size_t n)
+static char *page_in(const struct kp_map *m, uint64_t fb)
+{
+	return m->addr + (fb * PAGE - m->off);
+}
+
+/* Pages from fb of m show n consecutive pool blocks from block, populated:
+ * they are about to take stores (or, ahead, to be copied), which then do
+ * not fault; with m's protection, or read-only.  0, or -errno: the kernel
+ * may refuse another mapping (vm.max_map_count), and the pages then still
+ * show what they showed. */
+static int show_run(kura_fs *fs, struct kp_map *m, uint64_t fb, uint64_t block, size_t n, int read_only)
 {
 	int writable;
 	int fd = kura_map_fd(fs, &writable);
-	char *at = m->addr + (fb * PAGE - m->off);
-	return REAL(mmap)(at, n * PAGE, m->prot, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd, (off_t)(block * PAGE)) ==
-			       MAP_FAILED
+	int prot = read_only ? m->prot & ~PROT_WRITE : m->prot;
+	return REAL(mmap)(page_in(m, fb), n * PAGE, prot, MAP_SHARED | MAP_FIXED | MAP_POPULATE, fd,
+			  (off_t)(block * PAGE)) == MAP_FAILED
 		       ? -errno
 		       : 0;
 }
 
 int gp_show(kura_fs *fs, struct kp_map *m, const struct taken *t)
 {
-	return show_run(fs, m, t->fb, t->block, 1);
+	return show_run(fs, m, t->fb, t->block, 1, 0);
 }
 
 /* A map of g's file that shows page fb, or NULL; where it shows it. */
@@ -47,11 +52,6 @@ static struct kp_map *map_of(const struct kp_group *g, uint64_t fb)
 		if (gp_covers(kp_maps_at(k), g->mnt, g->ino, fb))
 			return kp_maps_at(k);
 	return NULL;
-}
-
-static char *page_in(const struct kp_map *m, uint64_t fb)
-{
-	return m->addr + (fb * PAGE - m->off);
 }
 
 /* The entry is an ordinary taken page from now on: committed as it is. */
@@ -144,10 +144,12 @@ int gp_take(struct kp_group *g, kura_fs *fs, int kfd, uint64_t fb, struct kp_map
 			err = err ? err : e;
 		}
 		/* Ahead pages in runs of consecutive blocks, in every map that
-		 * holds them.  One the kernel refuses to show in some map goes
-		 * on showing the file's block there, read-only: it becomes an
-		 * ordinary page, committed as it is, which a store there maps
-		 * again. */
+		 * holds them, read-only until their copies are made: another
+		 * thread's store in between would be in the copy, and lost with
+		 * the page at the commit.  One the kernel refuses to show in
+		 * some map goes on showing the file's block there, read-only:
+		 * it becomes an ordinary page, committed as it is, which a
+		 * store there maps again. */
 		for (int i = 1, run; i < n; i += run) {
 			run = 1;
 			if (!gp_covers(m, g->mnt, g->ino, first[i].fb))
@@ -155,16 +157,26 @@ int gp_take(struct kp_group *g, kura_fs *fs, int kfd, uint64_t fb, struct kp_map
 			while (i + run < n && first[i + run].block == first[i].block + (uint64_t)run &&
 			       gp_covers(m, g->mnt, g->ino, first[i + run].fb))
 				run++;
-			if (show_run(fs, m, first[i].fb, first[i].block, (size_t)run))
+			if (show_run(fs, m, first[i].fb, first[i].block, (size_t)run, 1))
 				for (int j = i; j < i + run; j++)
 					forget_copy(g, &first[j]);
 		}
 	}
-	/* The copies, read through a map (which also maps the pages in, so
-	 * that the stores to come do not fault). */
 	for (int i = 1; i < n; i++)
 		if (first[i].ahead)
 			memcpy(first[i].ahead, page_in(map_of(g, first[i].fb), first[i].fb), PAGE);
+	/* Then writable, in runs of pages that every map shows. */
+	for (size_t k = 0; k < kp_maps_count(); k++) {
+		struct kp_map *m = kp_maps_at(k);
+		for (int i = 1, run; i < n; i += run) {
+			run = 1;
+			if (!first[i].ahead || !gp_covers(m, g->mnt, g->ino, first[i].fb))
+				continue;
+			while (i + run < n && first[i + run].ahead && gp_covers(m, g->mnt, g->ino, first[i + run].fb))
+				run++;
+			REAL(mprotect)(page_in(m, first[i].fb), (size_t)run * PAGE, m->prot);
+		}
+	}
 	return err;
 }
 
