@@ -254,8 +254,10 @@ int kura_atomic_map_blocks(kura_fs *fs, int fd, uint64_t fblock, size_t n, int p
 /* Gives back the group's own blocks of file blocks fblocks[0, n) that the
  * caller took and nothing changed: each that is still blocks[i] goes, and
  * the view shows the file's bytes there again, so the commit leaves them
- * as the file has them then.  The caller's maps must no longer show them.
- * 0 or -errno (-EINVAL without a group). */
+ * as the file has them then.  The caller's maps must no longer show them;
+ * while another pin of the group's shadow exists (a forked child's maps
+ * may show them) they stay in the group.  0 or -errno (-EINVAL without a
+ * group). */
 int kura_atomic_unmap_blocks(kura_fs *fs, int fd, const uint64_t *fblocks, const uint64_t *blocks, size_t n);
 /* kura_atomic_commit for a caller that holds own_pins maps of the file
  * whose pages at the group's blocks show the group's blocks: 0 if those

@@ -475,6 +475,13 @@ int kura_atomic_unmap_blocks(kura_fs *fs, int fd, const uint64_t *fblocks, const
 	const struct kura_inode *sp = group_shadow(fs, of);
 	if (!sp)
 		err = group_open(of) ? -EIO : -EINVAL;
+	/* No block a map may show is reused (mapped.h).  The caller's maps no
+	 * longer show these; a second pin of the shadow (a forked child's
+	 * maps) may, and then they stay in the group, to be committed as they
+	 * are: unchanged, they change nothing the file had when they were
+	 * taken. */
+	if (!err && lock_maps(&fs->lk, of->group_ino) > 1)
+		n = 0;
 	for (size_t i = 0; !err && i < n && !fs->tx.err; i++)
 		if (blocks[i] && bmap_get(fs, sp, fblocks[i]) == blocks[i]) {
 			bmap_set(fs, of->group_ino, fblocks[i], 0);

@@ -376,6 +376,38 @@ static void runs(const char *dir)
 	CHECK(other_reads(name, 22 * PG) == 'R' && other_reads(name, 23 * PG + 5) == 'k',
 	      "the child's store into a page taken ahead before the fork committed (%c)",
 	      other_reads(name, 23 * PG + 5));
+	/* A child alive at the commit still shows the pages taken ahead: the
+	 * commit must not free their blocks for reuse (here by a new file's
+	 * writes), or the child's map would show that file. */
+	CHECK(kura_atomic_fbegin(fd) == 1, "a group with a child alive");
+	for (int p = 28; p < 35; p++) /* 35 to 38 taken ahead */
+		m[p * PG] = 'S';
+	int go[2];
+	CHECK(pipe(go) == 0, "a pipe");
+	pid = fork();
+	if (pid == 0) {
+		char c;
+		if (read(go[0], &c, 1) != 1)
+			_exit(2);
+		_exit(m[36 * PG] == 'a' && m[37 * PG + 9] == 'a' ? 0 : 1);
+	}
+	CHECK(kura_atomic_fcommit(fd) == 0, "commit while the child maps the pages");
+	char other_name[4200];
+	snprintf(other_name, sizeof other_name, "%s/r2", dir);
+	int fill = open(other_name, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	static char zs[64 * PG];
+	memset(zs, 'Z', sizeof zs);
+	CHECK(fill >= 0 && pwrite(fill, zs, sizeof zs, 0) == (ssize_t)sizeof zs && fsync(fill) == 0,
+	      "another file written after the commit");
+	CHECK(write(go[1], "g", 1) == 1, "tell the child");
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the child's map still shows the file's bytes (%d)",
+	      WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+	CHECK(other_reads(name, 36 * PG) == 'a' && other_reads(name, 34 * PG) == 'S', "the commit");
+	close(fill);
+	unlink(other_name);
+	close(go[0]);
+	close(go[1]);
 	/* Abort: pages taken ahead go with the rest. */
 	CHECK(kura_atomic_fbegin(fd) == 1, "a group to abort");
 	for (int p = 40; p < 48; p++)
