@@ -45,11 +45,13 @@ int gp_show(kura_fs *fs, struct kp_map *m, const struct taken *t)
 	return show_run(fs, m, t->fb, t->block, 1, 0);
 }
 
-/* A map of g's file that shows page fb, or NULL; where it shows it. */
+/* A readable map of g's file that shows page fb, or NULL.  (Reading a
+ * page the program made inaccessible would fault into this layer's own
+ * handler, which waits for the lock held here.) */
 static struct kp_map *map_of(const struct kp_group *g, uint64_t fb)
 {
 	for (size_t k = 0; k < kp_maps_count(); k++)
-		if (gp_covers(kp_maps_at(k), g->mnt, g->ino, fb))
+		if (gp_covers(kp_maps_at(k), g->mnt, g->ino, fb) && (kp_maps_at(k)->prot & PROT_READ))
 			return kp_maps_at(k);
 	return NULL;
 }
@@ -91,8 +93,9 @@ static size_t ahead_of(struct kp_group *g, const struct kp_map *m, uint64_t fb, 
 }
 
 /* With the lock: the group's own block for fb, shown by every map of the
- * file in this process, writable; with a store at fb of m (NULL: a write
- * or a read into the map), the run's next pages too, read-only. */
+ * file in this process, writable; with a store at fb of store (NULL: a
+ * write or a read into the map), the run's next pages too, each with a
+ * copy of its bytes (groupmap.h). */
 int gp_take(struct kp_group *g, kura_fs *fs, int kfd, uint64_t fb, struct kp_map *store)
 {
 	int err = 0;
@@ -162,9 +165,13 @@ int gp_take(struct kp_group *g, kura_fs *fs, int kfd, uint64_t fb, struct kp_map
 					forget_copy(g, &first[j]);
 		}
 	}
-	for (int i = 1; i < n; i++)
-		if (first[i].ahead)
-			memcpy(first[i].ahead, page_in(map_of(g, first[i].fb), first[i].fb), PAGE);
+	for (int i = 1; i < n; i++) {
+		struct kp_map *m = first[i].ahead ? map_of(g, first[i].fb) : NULL;
+		if (m)
+			memcpy(first[i].ahead, page_in(m, first[i].fb), PAGE);
+		else
+			forget_copy(g, &first[i]);
+	}
 	/* Then writable, in runs of pages that every map shows. */
 	for (size_t k = 0; k < kp_maps_count(); k++) {
 		struct kp_map *m = kp_maps_at(k);
