@@ -408,6 +408,21 @@ static void runs(const char *dir)
 	unlink(other_name);
 	close(go[0]);
 	close(go[1]);
+	/* A map the program made inaccessible, made first: the layer must
+	 * read the pages it takes ahead through the other one. */
+	char *hidden = mmap(NULL, NPAGES * PG, PROT_NONE, MAP_SHARED, fd, 0);
+	munmap(m, NPAGES * PG);
+	m = mmap(NULL, NPAGES * PG, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(hidden != MAP_FAILED && m != MAP_FAILED, "a PROT_NONE map, then a writable one");
+	if (m == MAP_FAILED)
+		return;
+	CHECK(kura_atomic_fbegin(fd) == 1, "a group beside the hidden map");
+	for (int p = 50; p < 58; p++)
+		m[p * PG] = 'h';
+	CHECK(kura_atomic_fcommit(fd) == 0 && other_reads(name, 57 * PG) == 'h' && other_reads(name, 59 * PG) == 'a',
+	      "its stores committed, the pages taken ahead not");
+	if (hidden != MAP_FAILED)
+		munmap(hidden, NPAGES * PG);
 	/* Abort: pages taken ahead go with the rest. */
 	CHECK(kura_atomic_fbegin(fd) == 1, "a group to abort");
 	for (int p = 40; p < 48; p++)
