@@ -49,7 +49,6 @@
 #include "kp.h"
 #include "maptab.h"
 
-
 #define MAX_GROUPS 64
 static struct kp_group groups[MAX_GROUPS];
 
@@ -101,7 +100,6 @@ static struct kp_group *by_ino(int mnt, uint64_t ino)
 	return NULL;
 }
 
-
 /* Pages past the end of the file (m->eof_pages) keep raising SIGBUS. */
 static void make_ro(struct kp_map *m, size_t from, size_t to)
 {
@@ -123,7 +121,6 @@ static void restore(struct kp_map *m)
 	m->group_ro = 0;
 	__atomic_sub_fetch(&kp_group_ro_maps, 1, __ATOMIC_RELAXED);
 }
-
 
 /* With the lock: the record goes; pages it took over show the file's
  * blocks again if recover (the shadow's are about to be freed), and the
