@@ -23,14 +23,15 @@ struct taken {
  * the next pages over too, writable, twice as many each time up to
  * AHEAD_MAX: one engine call and one mmap for the lot, and no fault at
  * all for the stores that follow, where each page cost a fault, an engine
- * call and a remap (a group that filled a log paid about 13 us a page,
- * twice what a put of examples/kv costs on tmpfs).  Nothing tells which
- * of those pages a store reached, so each keeps a copy of its bytes as
- * taken (grouppages.c): before the commit, a page that still holds them
- * is given back (kura_atomic_unmap_blocks), and the commit leaves it as
- * the file has it then, as for any page the group did not write, whoever
- * else wrote it meanwhile.  Copies are bounded by AHEAD_COPIES pages
- * (16 MiB) a group; past that, pages are taken a store at a time again. */
+ * call and a remap (examples/kv, filling a log, paid about 13 us a page:
+ * as much again as the 34 puts that fill a page cost it on tmpfs).
+ * Nothing tells which of those pages a store reached, so each keeps a
+ * copy of its bytes as taken (grouppages.c): before the commit, a page
+ * that still holds them is given back (kura_atomic_unmap_blocks), and the
+ * commit leaves it as the file has it then, as for any page the group did
+ * not write, whoever else wrote it meanwhile.  Copies are bounded by
+ * AHEAD_COPIES pages (16 MiB) a group; past that, pages are taken a store
+ * at a time again. */
 #define AHEAD_MAX 32
 #define AHEAD_COPIES 4096
 
