@@ -220,7 +220,10 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 		 * this process's view when read-only). */
 		if (journal_is_journal(&fs->m, sb)) {
 			journal_replay_mapped(&fs->m, sb);
-			tx_format(&fs->m, sb->log_block * KURA_BLOCK, sb->log_blocks * KURA_BLOCK);
+			if (opts->read_only)
+				tx_format_view(&fs->m, sb->log_block * KURA_BLOCK);
+			else
+				tx_format(&fs->m, sb->log_block * KURA_BLOCK, sb->log_blocks * KURA_BLOCK);
 		}
 		if (tx_check_head(&fs->m, sb->log_block * KURA_BLOCK)) {
 			err = -EUCLEAN;

@@ -122,6 +122,13 @@ void tx_format(struct media *m, uint64_t log_off, uint64_t log_size)
 	media_persist(m, log_off, log_size ? log_size : sizeof h);
 }
 
+void tx_format_view(struct media *m, uint64_t log_off)
+{
+	const struct kura_log_rec *first = media_ptr(m, log_off + sizeof(struct kura_log_head));
+	struct kura_log_head h = { .magic = LOG_MAGIC, .epoch = first->epoch + 1 };
+	media_store(m, log_off, &h, sizeof h);
+}
+
 int tx_check_head(struct media *m, uint64_t log_off)
 {
 	const struct kura_log_head *h = media_ptr(m, log_off);
