@@ -45,7 +45,7 @@ struct kp_group {
 	struct taken *taken;
 	size_t ntaken, cap;
 	uint64_t next_fb; /* the page after the last store: where a run goes on */
-	unsigned ahead;   /* pages the next take of the run adds */
+	unsigned window;  /* pages the run's last take asked for ahead; the next asks twice as many */
 	size_t ncopies;   /* entries with an ahead copy */
 };
 

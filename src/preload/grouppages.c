@@ -79,13 +79,13 @@ static struct taken *find_taken(struct kp_group *g, uint64_t fb)
 static size_t ahead_of(struct kp_group *g, const struct kp_map *m, uint64_t fb, int run)
 {
 	if (!run)
-		return g->ahead = 0;
-	size_t want = g->ahead ? g->ahead * 2 : 1, n = 0;
+		return g->window = 0;
+	size_t want = g->window ? g->window * 2 : 1, n = 0;
 	if (want > AHEAD_MAX)
 		want = AHEAD_MAX;
 	if (want > AHEAD_COPIES - g->ncopies)
 		want = AHEAD_COPIES - g->ncopies;
-	g->ahead = (unsigned)want;
+	g->window = (unsigned)want;
 	uint64_t end = m->off / PAGE + m->len / PAGE - m->eof_pages;
 	while (n < want && fb + 1 + n < end && !find_taken(g, fb + 1 + n))
 		n++;
@@ -238,12 +238,13 @@ int gp_drop_ahead(struct kp_group *g, kura_fs *fs)
 	if (!g->ncopies)
 		return 0;
 	struct taken *same = malloc(g->ncopies * sizeof *same);
-	uint64_t *fbs = malloc(2 * g->ncopies * sizeof *fbs), *blocks = fbs + g->ncopies;
+	uint64_t *fbs = malloc(2 * g->ncopies * sizeof *fbs);
 	if (!same || !fbs) {
 		free(same);
 		free(fbs);
 		return -ENOMEM;
 	}
+	uint64_t *blocks = fbs + g->ncopies;
 	size_t n = 0, kept = 0;
 	for (size_t i = 0; i < g->ntaken; i++) {
 		struct taken *t = &g->taken[i];
