@@ -406,6 +406,12 @@ int kura_socket_name(kura_fs *fs, int dirfd, const char *path, int flags, uint64
 int kura_unlinkat(kura_fs *fs, int dirfd, const char *path, int flags);
 int kura_renameat2(kura_fs *fs, int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
 		   unsigned flags);
+/* Bind mounts inside the pool, for a caller with CAP_SYS_ADMIN (see
+ * kura(3)): walks that reach target go on in source until the bind is
+ * undone; kept outside the pool, they end with its last mount.  unbind's
+ * flags: AT_SYMLINK_NOFOLLOW (umount2's UMOUNT_NOFOLLOW). */
+int kura_bindat(kura_fs *fs, int srcdirfd, const char *source, int dstdirfd, const char *target);
+int kura_unbindat(kura_fs *fs, int dirfd, const char *target, int flags);
 int kura_linkat(kura_fs *fs, int olddirfd, const char *oldpath, int newdirfd, const char *newpath, int flags);
 int kura_symlinkat(kura_fs *fs, const char *target, int dirfd, const char *linkpath);
 ssize_t kura_readlinkat(kura_fs *fs, int dirfd, const char *path, char *buf, size_t bufsiz);

@@ -11,7 +11,7 @@
 #include "tracee.h"
 #include "shm.h"
 
-#define LOCKTAB_MAGIC 0x6b6c62617472756full /* ...6b: open slots without map counts; 6c: no maps_total; 6d: no truncs; 6e: no owners */
+#define LOCKTAB_MAGIC 0x6b6c626174727570ull /* ...6b: open slots without map counts; 6c: no maps_total; 6d: no truncs; 6e: no owners; 6f: no binds */
 
 static int init_table(struct locktab *t)
 {

@@ -28,6 +28,7 @@
 #define LOCK_OPEN_SLOTS 16384u
 #define LOCK_OWNERS 1024u
 #define LOCK_LEDGER_SLOTS 65536u
+#define LOCK_BINDS 64u
 
 struct locktab {
 	uint64_t magic;
@@ -50,6 +51,13 @@ struct locktab {
 		uint64_t ino, owner;             /* owner: slot + 1; 0 marks an empty entry */
 		uint64_t opens, maps;            /* what that owner added to the inode's slot */
 	} ledger[LOCK_LEDGER_SLOTS];
+	/* Bind mounts inside the pool (bind.h), changed with the mutex held
+	 * and the sequence counter odd; 0 lets every walk skip them.  Each
+	 * root counts as an open in its slot, attributed to no owner. */
+	uint32_t nbinds;
+	struct lock_bind {
+		uint64_t point, root;
+	} binds[LOCK_BINDS];
 };
 
 struct lockh {

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "bind.h"
 #include "dir.h"
 #include "inode.h"
 #include "path.h"
@@ -136,6 +137,13 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 				return err;
 			}
 		}
+		/* A walk goes on in the root bound over a name, except at the
+		 * last name of a call on the name itself (rmdir finds the
+		 * point, to refuse it); open(O_CREAT) of an existing name is
+		 * a lookup. */
+		if (child && (!last || (flags & (WALK_PARENT | WALK_CREAT)) != WALK_PARENT) &&
+		    !(len == 1 && name[0] == '.'))
+			child = bind_cross(fs, child);
 		const struct kura_inode *cip = child ? ino_get(fs, child) : NULL;
 		if (child && !cip)
 			return -EUCLEAN;

@@ -10,6 +10,7 @@
 #include "api/files.h"
 #include "api/dirs.h"
 #include "api/pool.h"
+#include "api/binds.h"
 
 int main(void)
 {
@@ -33,6 +34,7 @@ int main(void)
 	    {"read-only mount", test_read_only},   {"pool errors", test_pool_errors},
 	    {"full pool", test_full_pool},         {"reopen/O_TMPFILE", test_reopen_tmpfile},
 	    {"host prefix", test_host_prefix},     {"generation", test_generation},
+	    {"binds", test_binds},
 	};
 	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
 		int f0 = nfail;

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from preload_common import env  # noqa: F401 (the fixture)
-from preload_common import PREFIX, run_both_with_host
+from preload_common import PREFIX, bash_as_on_tmpfs, run_both_with_host
 
 
 SYMLINKS = r"""
@@ -444,3 +444,36 @@ def test_prefix_as_mount_point(env, tmp_path):
                 out.append((os.path.relpath(p, root), st.st_mode, st.st_nlink, st.st_mtime_ns, data))
         return sorted(out)
     assert listing(back) == listing(src)
+
+
+BIND_SCRIPT = r"""
+exec 3<$B  # under kura binds last while a process has the pool: this shell holds it
+mkdir $B/a $B/b && echo data > $B/a/f && echo hidden > $B/b/h
+mount --bind $B/a $B/b; echo mount=$?
+ls $B/b; cat $B/b/f
+[ "$(stat -c %i $B/a)" = "$(stat -c %i $B/b)" ] && echo same inode
+rmdir $B/b; echo rmdir=$?
+mv $B/b $B/c; echo mv=$?
+echo new > $B/b/n; cat $B/a/n
+(cd $B/b && ls)
+umount $B/b; echo umount=$?
+ls $B/b
+umount $B/b; echo again=$?
+mount --bind $B/a/f $B/a/n; cat $B/a/n; rm $B/a/n; echo rm=$?; umount $B/a/n
+rm $B/b/h && rmdir $B/b && echo removed
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="bind mounts need root")
+def test_bind_mount_inside_pool(env):
+    """mount --bind and umount of pool paths (kura's own binds) answer as
+    the kernel's bind mounts do on tmpfs: the point shows the root, is busy
+    for rmdir, rename and unlink, and comes back after umount."""
+    bash_as_on_tmpfs(env, "binds", BIND_SCRIPT, "same inode")
+    # A kernel file system cannot be mounted where only kura sees, and a
+    # bind from outside the pool cannot reach into it: refused, nothing changed.
+    e = env["env"]
+    r = subprocess.run(["sh", "-c", f"exec 3<{PREFIX}; mkdir {PREFIX}/nb; touch {PREFIX}/nb/keep; "
+                        f"mount -t tmpfs none {PREFIX}/nb; echo $?; mount --bind /etc {PREFIX}/nb; echo $?; "
+                        f"ls {PREFIX}/nb"], env=e, capture_output=True, text=True, timeout=60)
+    assert r.stdout == "32\n32\nkeep\n", r.stdout + r.stderr

@@ -25,6 +25,7 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -122,6 +123,8 @@ static long file_call(long n, long a, long b, long c, long d, long e, long f, in
 	case SYS_mkdir: return mkdir(P(a), (mode_t)b);
 	case SYS_mkdirat: return mkdirat(I(a), P(b), (mode_t)c);
 	case SYS_rmdir: return rmdir(P(a));
+	case SYS_mount: return mount(P(a), P(b), P(c), (unsigned long)d, V(e));
+	case SYS_umount2: return umount2(P(a), I(b));
 	case SYS_mknod: return mknod(P(a), (mode_t)b, (dev_t)c);
 	case SYS_mknodat: return mknodat(I(a), P(b), (mode_t)c, (dev_t)d);
 	case SYS_unlink: return unlink(P(a));
