@@ -51,7 +51,7 @@ struct locktab {
 		uint64_t ino, owner;             /* owner: slot + 1; 0 marks an empty entry */
 		uint64_t opens, maps;            /* what that owner added to the inode's slot */
 	} ledger[LOCK_LEDGER_SLOTS];
-	/* Bind mounts inside the pool (bind.h), changed with the mutex held
+	/* Bind mounts inside the pool (bind.c), changed with the mutex held
 	 * and the sequence counter odd; 0 lets every walk skip them.  Each
 	 * root counts as an open in its slot, attributed to no owner. */
 	uint32_t nbinds;
@@ -140,6 +140,28 @@ uint64_t lock_map_dec(struct lockh *h, uint64_t ino);
 uint64_t lock_maps(const struct lockh *h, uint64_t ino);
 /* The slot of a counted inode, NULL if it has none. */
 struct lock_open_slot *lock_slot(struct lockh *h, uint64_t ino);
+
+/*
+ * Binds (lock_bind.c): bind mounts inside the pool (bind.c says what they
+ * are).  Changes with the mutex held, inside a change of the sequence
+ * counter; lookups with the mutex held or under the counter.
+ */
+uint64_t lock_bind_cross_slow(const struct lockh *h, uint64_t ino);
+/* What a walk that reaches ino goes on in: the root bound over it, or ino. */
+static inline uint64_t lock_bind_cross(const struct lockh *h, uint64_t ino)
+{
+	int none = !h->t || __atomic_load_n(&h->t->nbinds, __ATOMIC_ACQUIRE) == 0;
+	return __builtin_expect(none, 1) ? ino : lock_bind_cross_slow(h, ino);
+}
+/* Whether ino is covered by a bind (a mount point: not to be removed). */
+int lock_bind_point(const struct lockh *h, uint64_t ino);
+/* Binds root over point, counting root as open: -ENOSPC when the table is
+ * full, or open_inc's error. */
+int lock_bind_add(struct lockh *h, uint64_t point, uint64_t root);
+/* Removes the topmost bind over point ino (by_root: the latest whose root
+ * is ino), its root in *root: -EINVAL if there is none, else 1 when the
+ * root is open nowhere else any more, 0 when it still is. */
+int lock_bind_remove(struct lockh *h, uint64_t ino, int by_root, uint64_t *root);
 
 /*
  * Owners (lock_owner.c).  A process killed with files open never closes

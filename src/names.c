@@ -13,7 +13,6 @@
 #include <unistd.h>
 #include "acl.h"
 #include "api.h"
-#include "bind.h"
 #include "creds.h"
 #include "dir.h"
 #include "inode.h"
@@ -190,7 +189,7 @@ static int may_delete(struct kura_fs *fs, const struct kura_inode *dip, const st
 		return -EISDIR;
 	if (dip->nlink == 0)
 		return -ENOENT; /* a removed directory, reached through a descriptor */
-	if (bind_is_point(fs, ino))
+	if (lock_bind_point(&fs->lk, ino))
 		return -EBUSY; /* a mount point, as vfs_rmdir, vfs_unlink and vfs_rename check */
 	return 0;
 }

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include "bind.h"
 #include "dir.h"
 #include "inode.h"
 #include "path.h"
@@ -143,7 +142,7 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 		 * a lookup. */
 		if (child && (!last || (flags & (WALK_PARENT | WALK_CREAT)) != WALK_PARENT) &&
 		    !(len == 1 && name[0] == '.'))
-			child = bind_cross(fs, child);
+			child = lock_bind_cross(&fs->lk, child);
 		const struct kura_inode *cip = child ? ino_get(fs, child) : NULL;
 		if (child && !cip)
 			return -EUCLEAN;

@@ -1,6 +1,6 @@
 /*
  * binds.c — mount(2) and umount(2) on pool paths: bind mounts inside a pool
- * (the engine's kura_bindat, bind.h).  The kernel cannot mount onto a
+ * (the engine's kura_bindat, src/bind.c).  The kernel cannot mount onto a
  * directory it does not see, so a bind whose target is in a pool is kura's,
  * seen by the processes of that pool.  Everything else goes to the kernel:
  * a target outside the prefixes, whatever its source (a pool path as a

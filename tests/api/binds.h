@@ -1,5 +1,5 @@
 /*
- * binds.h — api_test's checks of bind mounts inside a pool (bind.h):
+ * binds.h — api_test's checks of bind mounts inside a pool (src/bind.c):
  * crossing, the point kept busy, stacking, unbinding, the privilege, and a
  * removed root freed with its bind.  Included once, by api_test.c.
  */
