@@ -1,6 +1,6 @@
-"""What the command-line tests share (test_cli.py, test_cli_copy.py): the
-binary from $KURA_BIN, run and checked for death by signal, scratch pools
-under /dev/shm, and trees to copy and compare."""
+"""What the command-line tests share (test_cli.py, test_cli_pool.py,
+test_cli_copy.py): the binary from $KURA_BIN, run and checked for death by
+signal, scratch pools under /dev/shm, and trees to copy and compare."""
 import os
 import random
 import signal
