@@ -23,14 +23,16 @@
 #
 # Everything is cached in $SQLITE_BATCH_DIR (default $KURA_BUILD/sqlite-batch,
 # else build/sqlite-batch) and built again only when missing (the drivers
-# also when sqlite_batch.c changes).  Without the source, a compiler or tcl
-# it says why and exits 77, which CTest counts as skipped.
+# also when sqlite_batch.c or a part of it in tests/programs/sqlite_batch/
+# changes).  Without the source, a compiler or tcl it says why and exits
+# 77, which CTest counts as skipped.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 kura=${KURA_BIN:-$root/build/bin/kura}
 out=${SQLITE_BATCH_DIR:-${KURA_BUILD:-$root/build}/sqlite-batch}
 driver_src=$root/tests/programs/sqlite_batch.c
+driver_parts=$root/tests/programs/sqlite_batch
 me=sqlite-batch-atomic
 skip() { echo "$me: skipped: $*" >&2; exit 77; }
 
@@ -72,8 +74,8 @@ build_drivers() {
 	done
 	for p in "${pids[@]}"; do wait "$p"; done
 	for v in batch plain; do
-		if [ ! -x "$out/sqlite_batch-$v" ] || [ "$driver_src" -nt "$out/sqlite_batch-$v" ] ||
-			[ "$out/sqlite3-$v.o" -nt "$out/sqlite_batch-$v" ]; then
+		if [ ! -x "$out/sqlite_batch-$v" ] || [ "$out/sqlite3-$v.o" -nt "$out/sqlite_batch-$v" ] ||
+			[ -n "$(find "$driver_src" "$driver_parts" -newer "$out/sqlite_batch-$v" -print -quit)" ]; then
 			gcc -O2 -g -Wall -Wextra -I"$amal" -o "$out/sqlite_batch-$v.tmp" "$driver_src" \
 				"$out/sqlite3-$v.o" -lpthread -lm
 			mv "$out/sqlite_batch-$v.tmp" "$out/sqlite_batch-$v"
