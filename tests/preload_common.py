@@ -1,7 +1,7 @@
 """What the interposition-layer tests share (test_preload.py,
-test_preload_paths.py, test_maps.py, test_xattr.py): a pool mounted at a
-prefix of its own, a tmpfs directory beside it, and running the same command
-on both."""
+test_preload_regress.py, test_preload_paths.py, test_maps.py, test_xattr.py):
+a pool mounted at a prefix of its own, a tmpfs directory beside it, and
+running the same command on both."""
 import os
 import shutil
 import subprocess
