@@ -71,6 +71,7 @@ def test_a_pool_one_may_only_read_mounts_read_only(scratch):
     assert lines[:2] == ["readable", "f"], r.stdout + r.stderr
     said = (r.stdout + r.stderr).splitlines()[2:]
     assert sum("Read-only file system" in line for line in said) == 4, r.stdout + r.stderr
+    assert _shm_left(p) == [], "kura run left the pool's tables behind for a user who may only read it"
     assert ok("cat", f"{p}:/t/f").stdout == b"readable\n"
 
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include "cli.h"
 
@@ -226,6 +227,16 @@ int cli_tidy_pool(const char *pool)
 		struct kura_mount_opts o = { .persist = KURA_PERSIST_AUTO };
 		int err = 0;
 		kura_fs *fs = kura_mount(pool, &o, &err);
+		if (!fs && (err == -EACCES || err == -EROFS)) {
+			/* A user who may only read the pool has no working copy to
+			 * write home, but its lock table goes with the last unmount. */
+			o.read_only = 1;
+			if ((fs = kura_mount(pool, &o, &err)))
+				err = kura_unmount(fs);
+			if (err < 0)
+				fprintf(stderr, "kura: %s: cannot tidy its shared state: %s\n", pool, strerror(-err));
+			fs = NULL;
+		}
 		if (fs) {
 			err = kura_release(fs);
 			int u = kura_unmount(fs);
@@ -238,16 +249,29 @@ int cli_tidy_pool(const char *pool)
 	}
 	if (!shm_exists("locks-", &st) && !shm_exists("notify-", &st))
 		return shm_exists("copy-", &st) + shm_exists("", &st);
-	int fd = open(pool, O_RDWR | O_CLOEXEC);
+	int fd = open(pool, O_RDWR | O_CLOEXEC), none = 0, table = -1;
 	struct flock none_mounted = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1 };
-	if (fd >= 0 && fcntl(fd, F_OFD_SETLK, &none_mounted) == 0) {
-		char name[96];
-		for (int i = 0; i < 2; i++) {
-			snprintf(name, sizeof name, "/kura-%s-%llx-%llx", i ? "notify" : "locks",
-				 (unsigned long long)st.st_dev, (unsigned long long)st.st_ino);
-			shm_unlink(name);
-		}
+	char name[96];
+	if (fd >= 0) {
+		none = fcntl(fd, F_OFD_SETLK, &none_mounted) == 0;
+	} else if ((fd = open(pool, O_RDONLY | O_CLOEXEC)) >= 0) {
+		/* A user who may only read the pool cannot take the write lock;
+		 * the pool's flock, which every attach and detach of the table
+		 * holds, and the table's own, which every mount holds shared,
+		 * tell the same.  Neither is waited for: a holder may be stopped. */
+		snprintf(name, sizeof name, "/kura-locks-%llx-%llx", (unsigned long long)st.st_dev,
+			 (unsigned long long)st.st_ino);
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+		    (table = shm_open(name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0)) >= 0)
+			none = flock(table, LOCK_EX | LOCK_NB) == 0;
 	}
+	for (int i = 0; none && i < 2; i++) {
+		snprintf(name, sizeof name, "/kura-%s-%llx-%llx", i ? "notify" : "locks", (unsigned long long)st.st_dev,
+			 (unsigned long long)st.st_ino);
+		shm_unlink(name);
+	}
+	if (table >= 0)
+		close(table);
 	if (fd >= 0)
 		close(fd);
 	left = shm_exists("copy-", &st) + shm_exists("", &st) + shm_exists("locks-", &st) + shm_exists("notify-", &st);
