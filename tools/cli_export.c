@@ -1,7 +1,9 @@
 /*
  * cli_export.c — the walk of `kura export` and `kura stage-out` (commands in
  * cli_export_cmd.c): recreate a pool tree on the host.  The mirror image of cli_import.c, with the same ordering rules:
- * create owner-writable, fill, then owner, mode, and times last.
+ * create owner-writable, fill, then owner, mode, and times last (a file is
+ * made with its final mode only where that is what set_attrs would give).
+ * stage-out runs it on several threads, a directory each (cli_export_par.c).
  * Host objects are addressed relative to an open parent directory so a
  * symlink swapped in during the export cannot redirect writes elsewhere.
  */
@@ -13,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -20,6 +23,15 @@
 
 /* Workers fail too, while the walk reads fatal to stop early. */
 static pthread_mutex_t fail_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The parallel walk may meet two names of one inode at once: the first to
+ * look makes the file under this lock, so the other finds it to link to. */
+static pthread_mutex_t links_lock = PTHREAD_MUTEX_INITIALIZER;
+static _Thread_local char *thread_buf;
+
+void exp_set_thread_buf(char *buf)
+{
+	thread_buf = buf;
+}
 
 void exp_fail(struct exp *c, const char *path, int err)
 {
@@ -129,13 +141,13 @@ eof:
 }
 
 /* Owner, mode, then times: the last word on a file or directory. */
-static void set_attrs(struct exp *c, int fd, const char *hpath, const struct stat *st)
+static void set_attrs(struct exp *c, int fd, const char *hpath, const struct stat *st, int has)
 {
 	struct timespec ts[2] = { st->st_atim, st->st_mtim };
 
-	if (c->as_root && fchown(fd, st->st_uid, st->st_gid) < 0)
+	if (c->as_root && !(has & EXP_HAS_OWNER) && fchown(fd, st->st_uid, st->st_gid) < 0)
 		exp_fail(c, hpath, errno);
-	else if (fchmod(fd, st->st_mode & 07777) < 0)
+	else if (!(has & EXP_HAS_MODE) && fchmod(fd, st->st_mode & 07777) < 0)
 		exp_fail(c, hpath, errno);
 	else if (futimens(fd, ts) < 0)
 		exp_fail(c, hpath, errno);
@@ -156,11 +168,11 @@ static void verify(struct exp *c, char *buf, int kfd, int fd, const char *kpath,
 		exp_fail(c, hpath, r > 0 ? EIO : -r);
 }
 
-/* The file's contents, then owner, mode and times; both descriptors are
- * closed.  Run by the walk or by a stage-out worker. */
-static void fill_file(struct exp *c, char *buf, int kfd, int fd, const char *kpath, const char *hpath,
-		      const struct stat *st)
+void exp_fill_file(struct exp *c, int kfd, int fd, const char *kpath, const char *hpath, const struct stat *st,
+		   int has)
 {
+	char *buf = thread_buf ? thread_buf : c->buf;
+
 	if (!buf || copy_data(c, buf, kfd, fd, kpath, hpath) < 0) {
 		if (!buf)
 			exp_fail(c, hpath, ENOMEM);
@@ -172,7 +184,7 @@ static void fill_file(struct exp *c, char *buf, int kfd, int fd, const char *kpa
 		kura_close(c->fs, kfd);
 		return;
 	}
-	set_attrs(c, fd, hpath, st);
+	set_attrs(c, fd, hpath, st, has);
 	if (c->so && c->so->verify)
 		verify(c, buf, kfd, fd, kpath, hpath);
 	if (close(fd) < 0)
@@ -182,15 +194,11 @@ static void fill_file(struct exp *c, char *buf, int kfd, int fd, const char *kpa
 	cli_progress_add(1, 0);
 }
 
-void exp_fill_job(void *ctx, struct cli_stage_job *j, char *buf)
-{
-	fill_file(ctx, buf, j->src_fd, j->dst_fd, j->src, j->dst, &j->st);
-}
-
 /* stage-out: nothing to do for a file the host already has; --watch: a
  * file changed within the last --settle seconds may still be being
  * written, and waits for a later pass. */
-static int leave_for_now(struct exp *c, int dfd, const char *name, const char *hpath, const struct stat *st)
+static int leave_for_now(struct exp *c, const struct exp_dir *d, const char *name, const char *hpath,
+			 const struct stat *st)
 {
 	struct stat hst;
 	struct timespec now;
@@ -201,68 +209,127 @@ static int leave_for_now(struct exp *c, int dfd, const char *name, const char *h
 		clock_gettime(CLOCK_REALTIME, &now);
 		double age = (double)(now.tv_sec - st->st_mtim.tv_sec) + (double)(now.tv_nsec - st->st_mtim.tv_nsec) / 1e9;
 		if (age < c->so->settle) {
-			c->unsettled++;
+			__atomic_add_fetch(&c->unsettled, 1, __ATOMIC_RELAXED);
 			return 1;
 		}
 	}
-	if (fstatat(dfd, name, &hst, AT_SYMLINK_NOFOLLOW) == 0 && cli_stage_identical(st, &hst) &&
+	/* A directory this pass made holds only what the pass put there. */
+	if (d->fresh)
+		return 0;
+	if (fstatat(d->fd, name, &hst, AT_SYMLINK_NOFOLLOW) == 0 && cli_stage_identical(st, &hst) &&
 	    (!c->as_root || (hst.st_uid == st->st_uid && hst.st_gid == st->st_gid))) {
-		if (st->st_nlink > 1 && !cli_linkmap_get(c->links, 0, st->st_ino) &&
-		    cli_linkmap_put(c->links, 0, st->st_ino, hpath) < 0)
-			exp_fail(c, hpath, ENOMEM);
+		if (st->st_nlink > 1) {
+			pthread_mutex_lock(&links_lock);
+			if (!cli_linkmap_get(c->links, 0, st->st_ino) &&
+			    cli_linkmap_put(c->links, 0, st->st_ino, hpath) < 0)
+				exp_fail(c, hpath, ENOMEM);
+			pthread_mutex_unlock(&links_lock);
+		}
 		cli_progress_add(1, (uint64_t)st->st_size);
 		return 1;
 	}
 	return 0;
 }
 
-void export_file(struct exp *c, int dfd, const char *name, const char *hpath,
-			const char *kpath, const struct stat *st, int kflags)
+/* A further name of a hard-linked file already made: 1 when it is dealt
+ * with (linked, or failed), 0 when a copy of its own is needed. */
+static int link_to_first(struct exp *c, int dfd, const char *name, const char *hpath, const struct stat *st)
 {
-	int fd, kfd;
+	const char *first = cli_linkmap_get(c->links, 0, st->st_ino);
+	int r;
 
-	if (leave_for_now(c, dfd, name, hpath, st))
-		return;
-	if (st->st_nlink > 1) {
-		const char *first = cli_linkmap_get(c->links, 0, st->st_ino);
-		if (first) {
-			int r = linkat(AT_FDCWD, first, dfd, name, 0) < 0 ? -errno : 0;
-			if (r == -EEXIST && (r = make_room(dfd, name)) == 0)
-				r = linkat(AT_FDCWD, first, dfd, name, 0) < 0 ? -errno : 0;
-			if (r == 0) {
-				cli_progress_add(1, 0);
-				return;
-			}
-			if (r != -EMLINK) {
-				exp_fail(c, hpath, -r);
-				return;
-			}
-		}
+	if (!first)
+		return 0;
+	r = linkat(AT_FDCWD, first, dfd, name, 0) < 0 ? -errno : 0;
+	if (r == -EEXIST && (r = make_room(dfd, name)) == 0)
+		r = linkat(AT_FDCWD, first, dfd, name, 0) < 0 ? -errno : 0;
+	if (r == 0) {
+		cli_progress_add(1, 0);
+		return 1;
 	}
-	kfd = kura_open(c->fs, kpath, O_RDONLY | kflags, 0);
-	if (kfd < 0) {
-		exp_fail(c, kpath, -kfd);
-		return;
-	}
-	fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (r == -EMLINK)
+		return 0;
+	exp_fail(c, hpath, -r);
+	return 1;
+}
+
+/* The permission bits to make a file with.  In a plain directory a file is
+ * made with the creator's ids and the mode given less the umask, so when
+ * that is the pool's mode already the fchmod after the fill is saved (and
+ * the fchown, when the ids are ours).  Otherwise the file stays private
+ * until set_attrs. */
+static mode_t create_mode(const struct exp *c, const struct exp_dir *d, const struct stat *st, int *has)
+{
+	mode_t m = st->st_mode & 07777;
+
+	*has = 0;
+	if (!d->plain)
+		return 0600;
+	if (st->st_uid == c->euid && st->st_gid == c->egid)
+		*has |= EXP_HAS_OWNER;
+	/* fchown drops set-id bits: those always get their fchmod. */
+	if ((m & 07000) || (m & c->umask))
+		return 0600;
+	*has |= EXP_HAS_MODE;
+	return m;
+}
+
+static int create_file(int dfd, const char *name, mode_t mode)
+{
+	const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+	int fd = openat(dfd, name, flags, mode);
+
 	if (fd < 0 && errno == EEXIST) {
 		int r = make_room(dfd, name);
 		if (r < 0)
 			errno = -r;
 		else
-			fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-				    0600);
+			fd = openat(dfd, name, flags, mode);
 	}
-	if (fd < 0) {
-		exp_fail(c, hpath, errno);
-		kura_close(c->fs, kfd);
+	return fd;
+}
+
+/* Files up to this size are filled by the thread that makes them; bigger
+ * ones are jobs for any thread of the parallel walk. */
+#define EXP_INLINE_MAX (256u << 10)
+
+void export_file(struct exp *c, struct exp_dir *d, const char *name, const char *hpath,
+		 const char *kpath, const struct stat *st, int kflags)
+{
+	int fd, kfd, has, linked = st->st_nlink > 1;
+	mode_t mode;
+
+	if (leave_for_now(c, d, name, hpath, st))
 		return;
+	if (linked) {
+		pthread_mutex_lock(&links_lock);
+		if (link_to_first(c, d->fd, name, hpath, st)) {
+			pthread_mutex_unlock(&links_lock);
+			return;
+		}
 	}
-	if (st->st_nlink > 1 && cli_linkmap_put(c->links, 0, st->st_ino, hpath) < 0)
-		exp_fail(c, hpath, ENOMEM);
-	if (c->stage && cli_stage_add(c->stage, kfd, fd, kpath, hpath, st) == 0)
+	kfd = kura_open(c->fs, kpath, O_RDONLY | kflags, 0);
+	if (kfd < 0) {
+		exp_fail(c, kpath, -kfd);
+		fd = -1;
+	} else {
+		mode = create_mode(c, d, st, &has);
+		fd = create_file(d->fd, name, mode);
+		if (fd < 0) {
+			exp_fail(c, hpath, errno);
+			kura_close(c->fs, kfd);
+		} else if (linked && cli_linkmap_put(c->links, 0, st->st_ino, hpath) < 0) {
+			exp_fail(c, hpath, ENOMEM);
+		}
+	}
+	if (linked)
+		pthread_mutex_unlock(&links_lock);
+	if (fd < 0)
 		return;
-	fill_file(c, c->buf, kfd, fd, kpath, hpath, st);
+	if (c->par && (uint64_t)st->st_size > EXP_INLINE_MAX &&
+	    exp_par_file(c->par, d, kfd, fd, kpath, hpath, st, has) == 0)
+		return;
+	exp_fill_file(c, kfd, fd, kpath, hpath, st, has);
 }
 
 static char *read_target(struct exp *c, const char *kpath)
@@ -392,8 +459,10 @@ int exp_list_dir(struct exp *c, const char *kpath, struct names *ns)
 	return 0;
 }
 
-void export_contents(struct exp *c, int fd, const char *hpath, const char *kpath)
+void export_contents(struct exp *c, struct exp_dir *d)
 {
+	const char *kpath = d->kpath, *hpath = d->hpath;
+	int fd = d->fd;
 	struct names ns;
 
 	if (exp_list_dir(c, kpath, &ns) < 0)
@@ -409,9 +478,9 @@ void export_contents(struct exp *c, int fd, const char *hpath, const char *kpath
 		} else if ((r = kura_lstat(c->fs, kp, &st)) < 0) {
 			exp_fail(c, kp, -r);
 		} else if (S_ISDIR(st.st_mode)) {
-			export_dir(c, fd, ns.v[i], hp, kp, &st);
+			export_dir(c, d, ns.v[i], hp, kp, &st);
 		} else if (S_ISREG(st.st_mode)) {
-			export_file(c, fd, ns.v[i], hp, kp, &st, O_NOFOLLOW);
+			export_file(c, d, ns.v[i], hp, kp, &st, O_NOFOLLOW);
 		} else if (S_ISLNK(st.st_mode)) {
 			export_symlink(c, fd, ns.v[i], hp, kp, &st);
 		} else {
@@ -423,31 +492,79 @@ void export_contents(struct exp *c, int fd, const char *hpath, const char *kpath
 	exp_free_names(&ns);
 }
 
-void export_dir(struct exp *c, int dfd, const char *name, const char *hpath,
-		       const char *kpath, const struct stat *st)
+int exp_dir_open(struct exp *c, struct exp_dir *d)
 {
 	struct stat hst;
-	int fd;
 
-	if (mkdirat(dfd, name, 0700) < 0) {
+	d->fd = openat(d->at_fd, d->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (d->fd < 0) {
+		exp_fail(c, d->hpath, errno);
+		return -1;
+	}
+	/* Its files get our ids when its group is ours, and the mode asked
+	 * for less the umask unless a default ACL says otherwise. */
+	d->plain = d->fresh && fstat(d->fd, &hst) == 0 && hst.st_uid == c->euid && hst.st_gid == c->egid &&
+		   fgetxattr(d->fd, "system.posix_acl_default", NULL, 0) < 0 &&
+		   (errno == ENODATA || errno == ENOTSUP);
+	return 0;
+}
+
+void exp_dir_done(struct exp *c, struct exp_dir *d)
+{
+	if (d->fd < 0)
+		return;
+	if (d->own && !exp_stopped(c))
+		set_attrs(c, d->fd, d->hpath, &d->st, 0);
+	close(d->fd);
+	d->fd = -1;
+	if (d->own)
+		attrs_out(c, d->kpath, d->hpath);
+}
+
+void export_dir(struct exp *c, struct exp_dir *parent, const char *name, const char *hpath,
+		const char *kpath, const struct stat *st)
+{
+	struct exp_dir d = { .fd = -1, .at_fd = parent->fd, .fresh = 1, .own = 1, .st = *st };
+	struct stat hst;
+
+	if (mkdirat(parent->fd, name, 0700) < 0) {
 		int e = errno;
 		/* An existing directory is merged into; anything else blocks. */
-		if (e != EEXIST || fstatat(dfd, name, &hst, AT_SYMLINK_NOFOLLOW) < 0 ||
+		if (e != EEXIST || fstatat(parent->fd, name, &hst, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    !S_ISDIR(hst.st_mode)) {
 			exp_fail(c, hpath, e);
 			return;
 		}
+		d.fresh = 0;
 	}
-	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		exp_fail(c, hpath, errno);
+	if (c->par) {
+		struct exp_dir *q = malloc(sizeof(*q));
+		if (q) {
+			*q = d;
+			q->parent = parent->queued ? parent : NULL;
+			q->name = strdup(name);
+			q->hpath = strdup(hpath);
+			q->kpath = strdup(kpath);
+		}
+		if (q && q->name && q->hpath && q->kpath) {
+			exp_par_dir(c->par, q);
+			return;
+		}
+		if (q) {
+			free(q->name);
+			free(q->hpath);
+			free(q->kpath);
+			free(q);
+		}
+		/* Short of memory: this subtree is walked here instead. */
+	}
+	d.name = (char *)name;
+	d.hpath = (char *)hpath;
+	d.kpath = (char *)kpath;
+	if (exp_dir_open(c, &d) < 0)
 		return;
-	}
-	export_contents(c, fd, hpath, kpath);
-	if (!exp_stopped(c))
-		set_attrs(c, fd, hpath, st);
-	close(fd);
-	attrs_out(c, kpath, hpath);
+	export_contents(c, &d);
+	exp_dir_done(c, &d);
 }
 
 const char *exp_base_name(const char *p)

@@ -15,12 +15,31 @@ struct exp {
 	kura_fs *fs;
 	char *buf;
 	const struct cli_stage_opts *so; /* stage-out's options, NULL for export */
-	struct cli_stage *stage;         /* workers filling files, if any */
+	struct exp_par *par;             /* stage-out's threads walking subtrees, if any */
 	unsigned long unsettled;         /* --watch: files left for a later pass */
 	struct cli_linkmap *links;
 	int as_root;
+	/* A file made in a fresh directory with the creator's ids and these
+	 * permission bits already has the pool's: no fchown or fchmod. */
+	uid_t euid;
+	gid_t egid;
+	mode_t umask;
 	unsigned long errors;
 	int fatal;
+};
+
+/* A host directory whose entries a walk makes. */
+struct exp_dir {
+	int fd;          /* -1 until its task opens it (at_fd, name) */
+	int at_fd;       /* the parent's, open until this one is done */
+	int fresh;       /* made by this pass: nothing in it to compare with */
+	int own;         /* its owner, mode and times are the pool's (not an existing DST's) */
+	int plain;       /* fresh, with our ids and no default ACL: see create_mode */
+	int queued;      /* in the parallel walk, which frees it */
+	unsigned pending; /* parallel walk: 1 + subdirectories and big files not done */
+	struct exp_dir *parent; /* parallel walk: told when this one is done; NULL at the top */
+	char *name, *hpath, *kpath;
+	struct stat st;
 };
 
 struct names {
@@ -36,11 +55,38 @@ int exp_stopped(struct exp *c);
 int exp_list_dir(struct exp *c, const char *kpath, struct names *ns);
 void exp_free_names(struct names *ns);
 const char *exp_base_name(const char *p);
-void export_contents(struct exp *c, int fd, const char *hpath, const char *kpath);
-void export_dir(struct exp *c, int dfd, const char *name, const char *hpath, const char *kpath,
+void export_contents(struct exp *c, struct exp_dir *d);
+void export_dir(struct exp *c, struct exp_dir *parent, const char *name, const char *hpath, const char *kpath,
 		const struct stat *st);
-void export_file(struct exp *c, int dfd, const char *name, const char *hpath, const char *kpath,
+void export_file(struct exp *c, struct exp_dir *d, const char *name, const char *hpath, const char *kpath,
 		 const struct stat *st, int kflags);
-/* A stage-out worker's job (cli_stage_fill_fn). */
-void exp_fill_job(void *ctx, struct cli_stage_job *j, char *buf);
+/* Owner, mode and times of a directory whose entries are all made, its
+ * descriptor closed and its extended attributes copied. */
+void exp_dir_done(struct exp *c, struct exp_dir *d);
+/* What a file was made with already (set_attrs need not do it again). */
+#define EXP_HAS_MODE 1
+#define EXP_HAS_OWNER 2
+/* The file's contents, owner, mode and times; closes both descriptors. */
+void exp_fill_file(struct exp *c, int kfd, int fd, const char *kpath, const char *hpath, const struct stat *st,
+		   int has);
+/* Opens d->fd (relative to at_fd) for a directory task; 0 or -1 after a report. */
+int exp_dir_open(struct exp *c, struct exp_dir *d);
+/* The calling thread's copy buffer (CLI_COPY_BUF bytes; NULL: none). */
+void exp_set_thread_buf(char *buf);
+
+/* stage-out's parallel walk (cli_export_par.c): threads that each take a
+ * directory, make its entries and fill its small files, so that the host
+ * file system's creates, the costly part, run side by side in different
+ * directories; big files are jobs of their own. */
+struct exp_par *exp_par_start(struct exp *c, int threads);
+/* Queues directory d (owned by the walk from now on). */
+void exp_par_dir(struct exp_par *p, struct exp_dir *d);
+/* Queues a file of d's to fill; 0, or -ENOMEM (the caller fills it). */
+int exp_par_file(struct exp_par *p, struct exp_dir *d, int kfd, int fd, const char *kpath, const char *hpath,
+		 const struct stat *st, int has);
+/* Waits until everything queued is done. */
+void exp_par_wait(struct exp_par *p);
+void exp_par_stop(struct exp_par *p);
+/* d has one thing fewer to wait for; the last one finishes it (and maybe its parent). */
+void exp_par_release(struct exp *c, struct exp_dir *d);
 #endif

@@ -20,6 +20,7 @@
 static void export_pass(struct exp *c, const struct cli_target *t, const struct stat *kst, const char *dst)
 {
 	struct stat hst;
+	struct exp_dir top = { .fd = AT_FDCWD, .at_fd = AT_FDCWD, .hpath = (char *)dst, .kpath = (char *)t->path };
 	int dfd = -1, r;
 
 	if (stat(dst, &hst) == 0) {
@@ -33,12 +34,27 @@ static void export_pass(struct exp *c, const struct cli_target *t, const struct 
 			return;
 		}
 		/* Existing destination: only its contents are ours to set. */
+		top.fd = dfd;
 		if (S_ISDIR(kst->st_mode)) {
-			export_contents(c, dfd, dst, t->path);
+			struct exp_dir *q = c->par ? malloc(sizeof(*q)) : NULL;
+			if (q) {
+				*q = top;
+				q->name = q->hpath = q->kpath = NULL;
+			}
+			if (q && (q->hpath = strdup(dst)) && (q->kpath = strdup(t->path))) {
+				exp_par_dir(c->par, q); /* which closes dfd */
+				dfd = -1;
+			} else {
+				if (q) {
+					free(q->hpath);
+					free(q);
+				}
+				export_contents(c, &top);
+			}
 		} else {
 			char *hp = cli_join(dst, exp_base_name(t->path));
 			if (hp)
-				export_file(c, dfd, exp_base_name(t->path), hp, t->path, kst, 0);
+				export_file(c, &top, exp_base_name(t->path), hp, t->path, kst, 0);
 			free(hp);
 		}
 	} else if (errno == ENOENT) {
@@ -62,20 +78,24 @@ static void export_pass(struct exp *c, const struct cli_target *t, const struct 
 		}
 		free(parent);
 		if (S_ISDIR(kst->st_mode)) {
-			export_dir(c, AT_FDCWD, dst, dst, t->path, kst);
+			export_dir(c, &top, dst, dst, t->path, kst);
 		} else if (mkdir(dst, 0777) < 0) {
 			exp_fail(c, dst, errno);
 		} else if ((dfd = open(dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
 			exp_fail(c, dst, errno);
 		} else {
 			char *hp = cli_join(dst, exp_base_name(t->path));
+			top.fd = dfd;
 			if (hp)
-				export_file(c, dfd, exp_base_name(t->path), hp, t->path, kst, 0);
+				export_file(c, &top, exp_base_name(t->path), hp, t->path, kst, 0);
 			free(hp);
 		}
 	} else {
 		exp_fail(c, dst, errno);
 	}
+	/* Tasks may still use top and dfd. */
+	if (c->par)
+		exp_par_wait(c->par);
 	if (dfd >= 0)
 		close(dfd);
 }
@@ -102,14 +122,14 @@ static void count_tree(struct exp *c, const char *kpath, uint64_t *files, uint64
 	exp_free_names(&ns);
 }
 
-/* A pass over the tree with the workers, if any. */
+/* A pass over the tree with the threads, if any. */
 static void staged_pass(struct exp *c, const struct cli_target *t, const struct stat *kst, const char *dst)
 {
-	if (c->so && c->so->jobs > 1 && !(c->stage = cli_stage_start(c->so->jobs, exp_fill_job, c)))
+	if (c->so && c->so->jobs > 1 && !(c->par = exp_par_start(c, c->so->jobs)))
 		cli_msg(c->cmd, "no worker threads; copying with one");
 	export_pass(c, t, kst, dst);
-	cli_stage_finish(c->stage);
-	c->stage = NULL;
+	exp_par_stop(c->par);
+	c->par = NULL;
 }
 
 static volatile sig_atomic_t stop_watching;
@@ -186,6 +206,10 @@ static int export_main(struct exp *c_in, const char *target, const char *dst)
 	c.buf = malloc(CLI_COPY_BUF);
 	c.links = cli_linkmap_new();
 	c.as_root = geteuid() == 0;
+	c.euid = geteuid();
+	c.egid = getegid();
+	c.umask = umask(0);
+	umask(c.umask);
 	if (!c.buf || !c.links) {
 		exp_fail(&c, dst, ENOMEM);
 		goto out;

@@ -5,13 +5,15 @@
  * identical left alone so that a stopped stage resumes where it stopped,
  * contents compared afterwards on request, and an ETA on the progress line.
  *
- * The walk (cli_import.c, cli_export.c; one thread) makes every name:
+ * stage-in's walk (cli_import.c; one thread) makes every name:
  * directories, hard links, symlinks, special files and each regular file's
  * empty inode, so links and directory times are settled by it alone.  A
  * worker then fills a regular file through the two descriptors the walk
  * opened for it and gives it its owner, mode and times last.  Filling a
  * file does not touch its directory, so a directory's times, set by the
- * walk once its entries exist, stay as the source's.
+ * walk once its entries exist, stay as the source's.  stage-out walks with
+ * several threads instead (cli_export_par.c), since there the host's
+ * creates are the costly part.
  *
  * "Identical" is rsync's quick check: a regular file of the same size,
  * modification time (to the nanosecond) and permission bits.  A file whose
@@ -78,6 +80,25 @@ static void *worker(void *arg)
 	return NULL;
 }
 
+int cli_threads_start(pthread_t *v, int n, void *(*fn)(void *), void *arg)
+{
+	int started = 0;
+
+	while (started < n && pthread_create(&v[started], NULL, fn, arg) == 0)
+		started++;
+	return started;
+}
+
+void cli_threads_stop(pthread_mutex_t *mu, pthread_cond_t *more, int *closing, pthread_t *v, int n)
+{
+	pthread_mutex_lock(mu);
+	*closing = 1;
+	pthread_cond_broadcast(more);
+	pthread_mutex_unlock(mu);
+	for (int i = 0; i < n; i++)
+		pthread_join(v[i], NULL);
+}
+
 struct cli_stage *cli_stage_start(int jobs, cli_stage_fill_fn fill, void *ctx)
 {
 	struct cli_stage *s = calloc(1, sizeof(*s));
@@ -89,11 +110,7 @@ struct cli_stage *cli_stage_start(int jobs, cli_stage_fill_fn fill, void *ctx)
 	pthread_cond_init(&s->room, NULL);
 	s->fill = fill;
 	s->ctx = ctx;
-	for (int i = 0; i < jobs && i < STAGE_JOBS_MAX; i++) {
-		if (pthread_create(&s->threads[i], NULL, worker, s) != 0)
-			break;
-		s->nthreads++;
-	}
+	s->nthreads = cli_threads_start(s->threads, jobs < STAGE_JOBS_MAX ? jobs : STAGE_JOBS_MAX, worker, s);
 	if (s->nthreads == 0) {
 		free(s);
 		return NULL;
@@ -134,12 +151,7 @@ void cli_stage_finish(struct cli_stage *s)
 {
 	if (!s)
 		return;
-	pthread_mutex_lock(&s->mu);
-	s->closing = 1;
-	pthread_cond_broadcast(&s->more);
-	pthread_mutex_unlock(&s->mu);
-	for (int i = 0; i < s->nthreads; i++)
-		pthread_join(s->threads[i], NULL);
+	cli_threads_stop(&s->mu, &s->more, &s->closing, s->threads, s->nthreads);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->more);
 	pthread_cond_destroy(&s->room);

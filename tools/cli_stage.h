@@ -4,6 +4,7 @@
  */
 #ifndef KURA_CLI_STAGE_H
 #define KURA_CLI_STAGE_H
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include "kura.h"
@@ -37,6 +38,11 @@ int cli_stage_add(struct cli_stage *s, int src_fd, int dst_fd, const char *src, 
 		  const struct stat *st);
 /* Waits for every queued file; s is gone afterwards.  NULL is fine. */
 void cli_stage_finish(struct cli_stage *s);
+
+/* Up to n threads running fn(arg), their ids in v; how many started. */
+int cli_threads_start(pthread_t *v, int n, void *(*fn)(void *), void *arg);
+/* Sets *closing under mu, wakes the threads waiting on more, joins them. */
+void cli_threads_stop(pthread_mutex_t *mu, pthread_cond_t *more, int *closing, pthread_t *v, int n);
 
 /* rsync's quick check: the copy need not be made again. */
 int cli_stage_identical(const struct stat *src, const struct stat *dst);
