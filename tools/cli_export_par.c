@@ -45,7 +45,7 @@ struct exp_par {
 	pthread_cond_t more, idle;
 	struct task *top; /* newest first */
 	unsigned busy;    /* tasks queued or being run */
-	unsigned files;   /* file tasks queued */
+	unsigned files;   /* file tasks queued (read without the lock too) */
 	int closing;
 	int nthreads;
 	pthread_t threads[PAR_THREADS_MAX];
@@ -100,7 +100,7 @@ static void *worker(void *arg)
 			break;
 		p->top = t->next;
 		if (t->is_file)
-			p->files--;
+			__atomic_sub_fetch(&p->files, 1, __ATOMIC_RELAXED);
 		pthread_mutex_unlock(&p->mu);
 		run(p->c, t);
 		free(t);
@@ -138,7 +138,7 @@ static void push(struct exp_par *p, struct task *t)
 	p->top = t;
 	p->busy++;
 	if (t->is_file)
-		p->files++;
+		__atomic_add_fetch(&p->files, 1, __ATOMIC_RELAXED);
 	pthread_cond_signal(&p->more);
 	pthread_mutex_unlock(&p->mu);
 }
