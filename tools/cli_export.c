@@ -537,30 +537,12 @@ void export_dir(struct exp *c, struct exp_dir *parent, const char *name, const c
 		}
 		d.fresh = 0;
 	}
-	if (c->par) {
-		struct exp_dir *q = malloc(sizeof(*q));
-		if (q) {
-			*q = d;
-			q->parent = parent->queued ? parent : NULL;
-			q->name = strdup(name);
-			q->hpath = strdup(hpath);
-			q->kpath = strdup(kpath);
-		}
-		if (q && q->name && q->hpath && q->kpath) {
-			exp_par_dir(c->par, q);
-			return;
-		}
-		if (q) {
-			free(q->name);
-			free(q->hpath);
-			free(q->kpath);
-			free(q);
-		}
-		/* Short of memory: this subtree is walked here instead. */
-	}
 	d.name = (char *)name;
 	d.hpath = (char *)hpath;
 	d.kpath = (char *)kpath;
+	/* Short of memory, the subtree is walked here instead. */
+	if (c->par && exp_par_dir(c->par, &d, parent) == 0)
+		return;
 	if (exp_dir_open(c, &d) < 0)
 		return;
 	export_contents(c, &d);

@@ -79,8 +79,9 @@ void exp_set_thread_buf(char *buf);
  * file system's creates, the costly part, run side by side in different
  * directories; big files are jobs of their own. */
 struct exp_par *exp_par_start(struct exp *c, int threads);
-/* Queues directory d (owned by the walk from now on). */
-void exp_par_dir(struct exp_par *p, struct exp_dir *d);
+/* Queues a copy of d (names copied too; its descriptor, if open, is the
+ * walk's from now on) below parent (NULL: at the top); 0 or -ENOMEM. */
+int exp_par_dir(struct exp_par *p, const struct exp_dir *d, struct exp_dir *parent);
 /* Queues a file of d's to fill; 0, or -ENOMEM (the caller fills it). */
 int exp_par_file(struct exp_par *p, struct exp_dir *d, int kfd, int fd, const char *kpath, const char *hpath,
 		 const struct stat *st, int has);

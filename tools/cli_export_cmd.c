@@ -36,21 +36,10 @@ static void export_pass(struct exp *c, const struct cli_target *t, const struct 
 		/* Existing destination: only its contents are ours to set. */
 		top.fd = dfd;
 		if (S_ISDIR(kst->st_mode)) {
-			struct exp_dir *q = c->par ? malloc(sizeof(*q)) : NULL;
-			if (q) {
-				*q = top;
-				q->name = q->hpath = q->kpath = NULL;
-			}
-			if (q && (q->hpath = strdup(dst)) && (q->kpath = strdup(t->path))) {
-				exp_par_dir(c->par, q); /* which closes dfd */
-				dfd = -1;
-			} else {
-				if (q) {
-					free(q->hpath);
-					free(q);
-				}
+			if (c->par && exp_par_dir(c->par, &top, NULL) == 0)
+				dfd = -1; /* the task's now, closed when it is done */
+			else
 				export_contents(c, &top);
-			}
 		} else {
 			char *hp = cli_join(dst, exp_base_name(t->path));
 			if (hp)

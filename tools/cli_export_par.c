@@ -143,21 +143,43 @@ static void push(struct exp_par *p, struct task *t)
 	pthread_mutex_unlock(&p->mu);
 }
 
-void exp_par_dir(struct exp_par *p, struct exp_dir *d)
+static char *dup_or_null(const char *s, int *failed)
+{
+	char *r = s ? strdup(s) : NULL;
+
+	if (s && !r)
+		*failed = 1;
+	return r;
+}
+
+int exp_par_dir(struct exp_par *p, const struct exp_dir *tmpl, struct exp_dir *parent)
 {
 	struct task *t = calloc(1, sizeof(*t));
+	struct exp_dir *d = malloc(sizeof(*d));
+	int failed = 0;
 
+	if (!t || !d) {
+		free(t);
+		free(d);
+		return -ENOMEM;
+	}
+	*d = *tmpl;
+	d->name = dup_or_null(tmpl->name, &failed);
+	d->hpath = dup_or_null(tmpl->hpath, &failed);
+	d->kpath = dup_or_null(tmpl->kpath, &failed);
+	if (failed) {
+		free_dir(d);
+		free(t);
+		return -ENOMEM;
+	}
 	d->queued = 1;
 	d->pending = 1;
+	d->parent = parent && parent->queued ? parent : NULL;
 	if (d->parent)
 		__atomic_add_fetch(&d->parent->pending, 1, __ATOMIC_RELAXED);
-	if (!t) {
-		/* Short of memory: walked here, as the one-thread walk would. */
-		run(p->c, &(struct task){ .dir = d });
-		return;
-	}
 	t->dir = d;
 	push(p, t);
+	return 0;
 }
 
 int exp_par_file(struct exp_par *p, struct exp_dir *d, int kfd, int fd, const char *kpath, const char *hpath,
