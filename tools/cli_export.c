@@ -289,10 +289,6 @@ static int create_file(int dfd, const char *name, mode_t mode)
 	return fd;
 }
 
-/* Files up to this size are filled by the thread that makes them; bigger
- * ones are jobs for any thread of the parallel walk. */
-#define EXP_INLINE_MAX (256u << 10)
-
 void export_file(struct exp *c, struct exp_dir *d, const char *name, const char *hpath,
 		 const char *kpath, const struct stat *st, int kflags)
 {
@@ -326,7 +322,7 @@ void export_file(struct exp *c, struct exp_dir *d, const char *name, const char 
 		pthread_mutex_unlock(&links_lock);
 	if (fd < 0)
 		return;
-	if (c->par && (uint64_t)st->st_size > EXP_INLINE_MAX &&
+	if (c->par && (uint64_t)st->st_size > STAGE_SMALL_FILE &&
 	    exp_par_file(c->par, d, kfd, fd, kpath, hpath, st, has) == 0)
 		return;
 	exp_fill_file(c, kfd, fd, kpath, hpath, st, has);

@@ -163,9 +163,17 @@ static void fill_file(struct imp *c, char *buf, int fd, int kfd, const char *spa
 		close(fd);
 		return;
 	}
-	if (c->as_root && (r = kura_fchown(c->fs, kfd, st->st_uid, st->st_gid)) < 0)
+	/* Each change is a transaction of its own: one that would change
+	 * nothing (the ids the creator gave; the mode it was made with, unless
+	 * a default ACL masked it or the source has set-id bits, which the
+	 * creating open left out and a chown would clear) is left out. */
+	struct stat kst;
+	int known = kura_fstat(c->fs, kfd, &kst) == 0;
+	int ids_differ = !known || kst.st_uid != st->st_uid || kst.st_gid != st->st_gid;
+	int mode_differs = !known || (kst.st_mode & 07777) != (st->st_mode & 07777);
+	if (c->as_root && ids_differ && (r = kura_fchown(c->fs, kfd, st->st_uid, st->st_gid)) < 0)
 		imp_fail(c, kpath, -r);
-	else if ((r = kura_fchmod(c->fs, kfd, st->st_mode & 07777)) < 0)
+	else if (mode_differs && (r = kura_fchmod(c->fs, kfd, st->st_mode & 07777)) < 0)
 		imp_fail(c, kpath, -r);
 	else if ((r = kura_futimens(c->fs, kfd, times_of(st, ts))) < 0)
 		imp_fail(c, kpath, -r);
@@ -193,12 +201,13 @@ void imp_fill_job(void *ctx, struct cli_stage_job *j, char *buf)
 }
 
 void import_file(struct imp *c, int dfd, const char *name, const char *spath,
-			const char *kpath, const struct stat *st, int oflags)
+			const char *kpath, const struct stat *st, int oflags, int fresh)
 {
 	struct stat kst;
 	int fd, kfd, r;
 
-	if (c->so && kura_lstat(c->fs, kpath, &kst) == 0 && cli_stage_identical(st, &kst) &&
+	/* In a directory this pass made nothing can be identical already. */
+	if (c->so && !fresh && kura_lstat(c->fs, kpath, &kst) == 0 && cli_stage_identical(st, &kst) &&
 	    (!c->as_root || (kst.st_uid == st->st_uid && kst.st_gid == st->st_gid))) {
 		if (st->st_nlink > 1 && !cli_linkmap_get(c->links, st->st_dev, st->st_ino) &&
 		    cli_linkmap_put(c->links, st->st_dev, st->st_ino, kpath) < 0)
@@ -231,10 +240,13 @@ void import_file(struct imp *c, int dfd, const char *name, const char *spath,
 		imp_fail(c, spath, errno);
 		return;
 	}
-	kfd = kura_open(c->fs, kpath, O_WRONLY | O_CREAT | O_EXCL, 0600);
+	/* Made with its permission bits already (the creating open may write
+	 * whatever they say); fill_file changes what still differs. */
+	mode_t mode = st->st_mode & 0777;
+	kfd = kura_open(c->fs, kpath, O_WRONLY | O_CREAT | O_EXCL, mode);
 	if (kfd == -EEXIST) {
 		r = make_room(c, kpath);
-		kfd = r < 0 ? r : kura_open(c->fs, kpath, O_WRONLY | O_CREAT | O_EXCL, 0600);
+		kfd = r < 0 ? r : kura_open(c->fs, kpath, O_WRONLY | O_CREAT | O_EXCL, mode);
 	}
 	if (kfd < 0) {
 		imp_fail(c, kpath, -kfd);
@@ -243,7 +255,10 @@ void import_file(struct imp *c, int dfd, const char *name, const char *spath,
 	}
 	if (st->st_nlink > 1 && cli_linkmap_put(c->links, st->st_dev, st->st_ino, kpath) < 0)
 		imp_fail(c, kpath, ENOMEM);
-	if (c->stage && cli_stage_add(c->stage, fd, kfd, spath, kpath, st) == 0)
+	/* The pool takes one change at a time, so a worker gains only the
+	 * source's reads, which for a small file cost less than handing it
+	 * over (and the workers' turns at the pool's lock cost the walk). */
+	if (c->stage && st->st_size > STAGE_SMALL_FILE && cli_stage_add(c->stage, fd, kfd, spath, kpath, st) == 0)
 		return;
 	fill_file(c, c->buf, fd, kfd, spath, kpath, st);
 }
@@ -297,7 +312,7 @@ void import_dir(struct imp *c, int dfd, const char *name, const char *spath,
 
 static void import_special(struct imp *c, const char *spath, const char *kpath, const struct stat *st);
 
-void import_contents(struct imp *c, int fd, const char *spath, const char *kpath)
+void import_contents(struct imp *c, int fd, const char *spath, const char *kpath, int fresh)
 {
 	int dup_fd = dup(fd);
 	DIR *d = dup_fd < 0 ? NULL : fdopendir(dup_fd);
@@ -338,7 +353,7 @@ void import_contents(struct imp *c, int fd, const char *spath, const char *kpath
 		} else if (S_ISDIR(st.st_mode)) {
 			import_dir(c, fd, de->d_name, sp, kp, &st, O_NOFOLLOW);
 		} else if (S_ISREG(st.st_mode)) {
-			import_file(c, fd, de->d_name, sp, kp, &st, O_NOFOLLOW);
+			import_file(c, fd, de->d_name, sp, kp, &st, O_NOFOLLOW, fresh);
 		} else if (S_ISLNK(st.st_mode)) {
 			import_symlink(c, fd, de->d_name, sp, kp, &st);
 		} else {
@@ -404,6 +419,7 @@ void import_dir(struct imp *c, int dfd, const char *name, const char *spath,
 	int fd, r;
 
 	r = kura_mkdir(c->fs, kpath, 0700);
+	int fresh = r == 0;
 	if (r == -EEXIST) {
 		/* An existing directory is merged into; anything else blocks. */
 		r = kura_lstat(c->fs, kpath, &kst);
@@ -418,7 +434,7 @@ void import_dir(struct imp *c, int dfd, const char *name, const char *spath,
 	if (fd < 0) {
 		imp_fail(c, spath, errno);
 	} else {
-		import_contents(c, fd, spath, kpath);
+		import_contents(c, fd, spath, kpath, fresh);
 		close(fd);
 	}
 	if (imp_stopped(c))

@@ -29,11 +29,12 @@ struct imp {
 /* Reports err for path; ENOSPC, EROFS, EIO and the like stop the walk. */
 void imp_fail(struct imp *c, const char *path, int err);
 int imp_stopped(struct imp *c);
-void import_contents(struct imp *c, int fd, const char *spath, const char *kpath);
+/* fresh: kpath was made by this pass, so nothing in it needs comparing. */
+void import_contents(struct imp *c, int fd, const char *spath, const char *kpath, int fresh);
 void import_dir(struct imp *c, int dfd, const char *name, const char *spath, const char *kpath,
 		const struct stat *st, int oflags);
 void import_file(struct imp *c, int dfd, const char *name, const char *spath, const char *kpath,
-		 const struct stat *st, int oflags);
+		 const struct stat *st, int oflags, int fresh);
 /* A stage-in worker's job (cli_stage_fill_fn). */
 void imp_fill_job(void *ctx, struct cli_stage_job *j, char *buf);
 #endif

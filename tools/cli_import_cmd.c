@@ -161,7 +161,7 @@ static int import_main(struct imp *c_in, const char *src, const char *target)
 			if (fd < 0) {
 				imp_fail(&c, src, errno);
 			} else {
-				import_contents(&c, fd, src, t.path);
+				import_contents(&c, fd, src, t.path, 0);
 				close(fd);
 			}
 		} else {
@@ -170,12 +170,12 @@ static int import_main(struct imp *c_in, const char *src, const char *target)
 	} else if (dest_is_dir) {
 		char *kp = cli_join(t.path, base_name(src));
 		if (kp)
-			import_file(&c, AT_FDCWD, src, src, kp, &st, 0);
+			import_file(&c, AT_FDCWD, src, src, kp, &st, 0, 0);
 		else
 			imp_fail(&c, src, ENOMEM);
 		free(kp);
 	} else {
-		import_file(&c, AT_FDCWD, src, src, t.path, &st, 0);
+		import_file(&c, AT_FDCWD, src, src, t.path, &st, 0, 0);
 	}
 	cli_stage_finish(c.stage);
 	cli_progress_finish();

@@ -18,6 +18,11 @@ struct cli_stage_opts {
 	int first;     /* argv index of the first operand */
 };
 
+/* Files up to this size are filled by the thread that makes their names
+ * (a stage-in's walk, a stage-out's directory task): handing one over
+ * costs more than its copy. */
+#define STAGE_SMALL_FILE (256u << 10)
+
 /* A regular file whose name the walk made, to be filled by a worker. */
 struct cli_stage_job {
 	int src_fd, dst_fd;
