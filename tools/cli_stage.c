@@ -8,8 +8,9 @@
  * stage-in's walk (cli_import.c; one thread) makes every name:
  * directories, hard links, symlinks, special files and each regular file's
  * empty inode, so links and directory times are settled by it alone.  A
- * worker then fills a regular file through the two descriptors the walk
- * opened for it and gives it its owner, mode and times last.  Filling a
+ * worker then fills a regular file over STAGE_SMALL_FILE through the two
+ * descriptors the walk opened for it and gives it its owner, mode and
+ * times last (the walk fills smaller ones itself).  Filling a
  * file does not touch its directory, so a directory's times, set by the
  * walk once its entries exist, stay as the source's.  stage-out walks with
  * several threads instead (cli_export_par.c), since there the host's

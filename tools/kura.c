@@ -80,7 +80,7 @@ static const struct command commands[] = {
 	  "into DST under its own name.\n" },
 	{ "stage-in", cmd_stage_in, "stage-in [-j N] [--verify] [--rclone] SRC POOL:/path",
 	  "Stage a host tree (a shared file system's, say) into a pool: import's\n"
-	  "copy, with N threads filling files (default 4) and files the pool\n"
+	  "copy, with N threads filling files over 256 KiB (default 4) and files the pool\n"
 	  "already holds unchanged left alone (same size, modification time and\n"
 	  "mode), so running it again after an interruption goes on where it\n"
 	  "stopped.  --verify reads every copied file back and compares it.  On\n"
