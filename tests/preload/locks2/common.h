@@ -211,15 +211,25 @@ static void peer_loop(int in, int out)
 	}
 }
 
+/* fork() for a test's child: stdout flushed first, or the child would
+ * print the parent's pending lines again, and a minute to live in the
+ * child, so that a lock that never comes cannot hang the run. */
+static pid_t fork_timed(void)
+{
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0)
+		alarm(60);
+	return pid;
+}
+
 static struct peer peer_start(const char *name)
 {
 	int a[2], b[2];
 	if (pipe(a) || pipe(b))
 		exit(2);
-	fflush(stdout);
-	pid_t pid = fork();
+	pid_t pid = fork_timed();
 	if (pid == 0) {
-		alarm(60);
 		close(a[1]);
 		close(b[0]);
 		peer_loop(a[0], b[1]);

@@ -22,10 +22,8 @@ static void fork_section(void)
 	int up[2];
 	if (pipe(up))
 		exit(2);
-	fflush(stdout);
-	pid_t c = fork();
+	pid_t c = fork_timed();
 	if (c == 0) {
-		alarm(60);
 		char msg[1024];
 		int n = 0, r;
 		errno = 0;
@@ -70,10 +68,8 @@ static void shared_close(int ofd)
 	int down[2], up[2];
 	if (pipe(down) || pipe(up))
 		exit(2);
-	fflush(stdout);
-	pid_t c = fork();
+	pid_t c = fork_timed();
 	if (c == 0) {
-		alarm(60);
 		xread(down[0]);
 		close(a);
 		xwrite(up[1], "y", 1);
@@ -109,10 +105,8 @@ static void locker_exits(int ofd)
 {
 	const char *name = ofd ? "e-ofd" : "e-flock";
 	int a = open(P(name), O_RDWR | O_CREAT, 0644);
-	fflush(stdout);
-	pid_t c = fork();
+	pid_t c = fork_timed();
 	if (c == 0) {
-		alarm(60);
 		int r = ofd ? lk(a, F_OFD_SETLKW, F_WRLCK, SEEK_SET, 0, 0) : flock(a, LOCK_EX);
 		_exit(r == 0 ? 0 : 1);
 	}
@@ -186,10 +180,8 @@ static void posix_exec(void)
 	int down[2], up[2];
 	if (pipe(down) || pipe(up))
 		exit(2);
-	fflush(stdout);
-	pid_t c = fork();
+	pid_t c = fork_timed();
 	if (c == 0) {
-		alarm(60);
 		int fd = open(P("x-posix"), O_RDWR | O_CREAT, 0644);
 		if (lk(fd, F_SETLK, F_WRLCK, SEEK_SET, 0, 10) < 0)
 			_exit(3);

@@ -90,10 +90,8 @@ static void killed_holder(int ofd)
 	int up[2];
 	if (pipe(up))
 		exit(2);
-	fflush(stdout);
-	pid_t c = fork();
+	pid_t c = fork_timed();
 	if (c == 0) {
-		alarm(60);
 		int fd = open(P(name), O_RDWR | O_CREAT, 0644);
 		char r = lk(fd, ofd ? F_OFD_SETLK : F_SETLK, F_WRLCK, SEEK_SET, 0, 0) == 0 ? 'l' : 'n';
 		xwrite(up[1], &r, 1);
@@ -163,10 +161,8 @@ static void interrupted(int how, int restart)
 	int up[2], sigp[2], down[2];
 	if (pipe(up) || pipe(sigp) || pipe(down))
 		exit(2);
-	fflush(stdout);
-	pid_t c = fork();
+	pid_t c = fork_timed();
 	if (c == 0) {
-		alarm(60);
 		close(hold); /* its own open below: the inherited description holds the lock */
 		sig_out = sigp[1];
 		struct sigaction sa = { .sa_handler = on_sig, .sa_flags = restart ? SA_RESTART : 0 };
