@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include "fs.h"
 #include "alloc.h"
+#include "dir_index.h"
 #include "inode.h"
 #include "journal.h"
 
@@ -59,6 +60,7 @@ int fs_begin(struct kura_fs *fs)
 		return err;
 	if (fs->tx.j)
 		journal_enter(fs->tx.j);
+	dir_index_begin(fs);
 	lock_write_begin(&fs->lk);
 	alloc_drop_frees(fs);
 	tx_begin(&fs->tx);
@@ -69,6 +71,7 @@ int fs_begin(struct kura_fs *fs)
 int fs_end(struct kura_fs *fs, int ret)
 {
 	uint64_t lsn = 0;
+	int committed = 0;
 	if (ret < 0 || fs->tx.err) {
 		if (ret >= 0)
 			ret = fs->tx.err;
@@ -77,6 +80,7 @@ int fs_end(struct kura_fs *fs, int ret)
 	} else {
 		alloc_apply_frees(fs);
 		int err = tx_commit(&fs->tx);
+		committed = !err;
 		if (err)
 			ret = err;
 		else if (fs->m.io_err)
@@ -86,6 +90,7 @@ int fs_end(struct kura_fs *fs, int ret)
 	if (fs->tx.j)
 		journal_leave(fs->tx.j);
 	lock_write_end(&fs->lk);
+	dir_index_end(fs, committed);
 	lock_release(&fs->lk);
 	/* Outside the pool mutex, so that others commit while this waits and
 	 * one flush covers them all. */

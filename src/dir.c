@@ -6,6 +6,7 @@
 #include "alloc.h"
 #include "crc.h"
 #include "dir.h"
+#include "dir_index.h"
 #include "fault.h"
 #include "inode.h"
 
@@ -115,6 +116,24 @@ static int find(const struct kura_fs *fs, const struct kura_inode *dip, const ch
 	if (!bk)
 		return -EUCLEAN;
 	const struct kura_dirent_disk *e;
+	const struct dir_index *ix = dir_index_of(fs, *block, bk);
+	if (ix) {
+		uint16_t tag = dir_index_tag(h);
+		uint32_t used = bk->used;
+		for (unsigned i = 0; i < ix->n; i += 16)
+			for (uint32_t m = dir_index_match(ix, i, tag); m; m &= m - 1) {
+				uint32_t pos = ix->place[i + (unsigned)__builtin_ctz(m)];
+				if (pos + DIRENT_HEAD > used)
+					continue;
+				e = entry_at(bk, pos);
+				if (e->hash == h && e->name_len == len && pos + dirent_reclen(e->name_len) <= used &&
+				    !memcmp(e->name, name, len)) {
+					*at = pos;
+					return 0;
+				}
+			}
+		return -ENOENT;
+	}
 	int bad = 0;
 	FOR_EACH_ENTRY(bk, pos, e, bad)
 	{
@@ -171,6 +190,7 @@ static uint64_t new_bucket(struct kura_fs *fs, uint64_t dino, unsigned depth)
 		return 0;
 	struct kura_bucket h = { .magic = BUCKET_MAGIC, .depth = (uint16_t)depth };
 	tx_write(&fs->tx, block_off(b), &h, sizeof h);
+	dir_index_drop(fs, b);
 	const struct kura_inode *dip = dir_inode(fs, dino);
 	INO_SET(fs, dino, blocks, dip->blocks + 1);
 	return b;
@@ -240,6 +260,8 @@ static int split(struct kura_fs *fs, uint64_t dino, uint64_t i)
 	tx_write(&fs->tx, block_off(nb), &nh, sizeof nh);
 	if (nmove)
 		tx_write(&fs->tx, block_off(nb) + sizeof nh, move, nmove);
+	dir_index_drop(fs, ob);
+	dir_index_drop(fs, nb);
 	/* Every slot that served the old bucket and has bit d set now serves the new one. */
 	dip = dir_inode(fs, dino);
 	uint64_t pattern = (i & ((1ull << d) - 1)) | (1ull << d);
@@ -288,6 +310,7 @@ int dir_add(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uin
 			nh.used = (uint16_t)(bk->used + rl);
 			nh.count = bk->count + 1;
 			tx_write(&fs->tx, block_off(b), &nh, sizeof nh);
+			dir_index_added(fs, b, h, bk->used - rl, rl);
 			INO_SET(fs, dino, entries, dip->entries + 1);
 			return fs->tx.err;
 		}
@@ -365,6 +388,8 @@ static int merge(struct kura_fs *fs, uint64_t dino, uint64_t i)
 		if (nmoved)
 			tx_write(&fs->tx, block_off(keep) + sizeof nh + kh->used, moved, nmoved);
 		tx_write(&fs->tx, block_off(keep), &nh, sizeof nh);
+		dir_index_drop(fs, keep);
+		dir_index_drop(fs, drop);
 		/* Every slot that served the dropped bucket serves the kept one. */
 		uint64_t low = i & (bit - 1);
 		for (uint64_t j = low | bit; j < (1ull << dip->dir_depth) && !fs->tx.err; j += bit << 1)
@@ -380,6 +405,23 @@ static int merge(struct kura_fs *fs, uint64_t dino, uint64_t i)
 	return fs->tx.err;
 }
 
+/* Where the last entry of bk starts, given an entry's place at: the
+ * index knows, else a walk from there; UINT32_MAX if the entries do not
+ * end at the bucket's end (damage: only the tail's shift is safe then). */
+static uint32_t last_entry_at(const struct kura_fs *fs, uint64_t b, const struct kura_bucket *bk, uint32_t at)
+{
+	uint32_t pos, used = bk->used;
+	if (dir_index_last(fs, b, &pos))
+		return pos;
+	for (pos = at; pos + DIRENT_HEAD <= used;) {
+		uint32_t next = pos + dirent_reclen(entry_at(bk, pos)->name_len);
+		if (next == used)
+			return pos;
+		pos = next;
+	}
+	return UINT32_MAX;
+}
+
 int dir_remove(struct kura_fs *fs, uint64_t dino, const char *name, size_t len)
 {
 	const struct kura_inode *dip = dir_inode(fs, dino);
@@ -392,13 +434,25 @@ int dir_remove(struct kura_fs *fs, uint64_t dino, const char *name, size_t len)
 	uint32_t rl = dirent_reclen(entry_at(bk, at)->name_len);
 	uint32_t tail = bk->used - at - rl;
 	uint64_t base = block_off(b) + sizeof *bk;
-	if (tail) {
+	if (tail >= rl && last_entry_at(fs, b, bk, at) == bk->used - rl) {
+		/* The last entry has the hole's size (names of one length
+		 * usually do): it moves into the hole, and the change is two
+		 * entries, not the half bucket that shifting the tail would
+		 * log.  Order within a bucket means nothing (dir_next sorts). */
+		char buf[DIRENT_HEAD + KURA_NAME_MAX + 8];
+		memcpy(buf, entry_at(bk, bk->used - rl), rl);
+		tx_write(&fs->tx, base + at, buf, rl);
+		dir_index_moved(fs, b, bk->used - rl, at, rl);
+	} else if (tail) {
 		char buf[BUCKET_SPACE];
 		memcpy(buf, (const char *)(bk + 1) + at + rl, tail);
 		tx_write(&fs->tx, base + at, buf, tail);
+		dir_index_shifted(fs, b, at, rl);
+	} else {
+		dir_index_moved(fs, b, at, at, rl);
 	}
 	/* Keep the unused part of a bucket zero, so fsck can insist on it. */
-	tx_memset(&fs->tx, base + at + tail, 0, rl);
+	tx_memset(&fs->tx, base + bk->used - rl, 0, rl);
 	struct kura_bucket nh = *bk;
 	nh.used = (uint16_t)(bk->used - rl);
 	nh.count = bk->count - 1;
@@ -469,8 +523,10 @@ void dir_release(struct kura_fs *fs, uint64_t dino)
 		uint64_t b;
 		const struct kura_bucket *bk = bucket_at(fs, dip, i, &b);
 		/* A bucket of local depth d first appears at slot i < 2^d. */
-		if (bk && i < (1ull << bk->depth))
+		if (bk && i < (1ull << bk->depth)) {
+			dir_index_drop(fs, b);
 			alloc_free(fs, b);
+		}
 	}
 	/* The slot array goes too, so an open descriptor of a removed directory
 	 * reads it as empty rather than following freed buckets. */

@@ -59,6 +59,7 @@ struct kura_fs {
 	uint64_t *pending_free;
 	size_t npending_free, cap_pending_free;
 	int mounted_alone;           /* no other process had the pool mounted */
+	uint64_t mount_id;           /* unique in the process: whose buckets a thread's index holds (dir_index.h) */
 	/* acl.c's check, for inodes with INODE_ACL (perm_check is below the
 	 * layer that stores ACLs, so the mount hands it this). */
 	int (*acl_permission)(const struct kura_fs *fs, uint64_t ino, const struct kura_inode *ip, int want);

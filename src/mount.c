@@ -138,6 +138,8 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 		set_error("%s: out of memory", path);
 		goto fail;
 	}
+	static uint64_t mounts;
+	fs->mount_id = __atomic_add_fetch(&mounts, 1, __ATOMIC_RELAXED);
 	fs->pool_fd = -1;
 	fs->copy_fd = -1;
 	fs->read_only = opts->read_only;

@@ -11,6 +11,7 @@
 #include "api/dirs.h"
 #include "api/pool.h"
 #include "api/binds.h"
+#include "api/dir_index.h"
 
 int main(void)
 {
@@ -34,7 +35,7 @@ int main(void)
 	    {"read-only mount", test_read_only},   {"pool errors", test_pool_errors},
 	    {"full pool", test_full_pool},         {"reopen/O_TMPFILE", test_reopen_tmpfile},
 	    {"host prefix", test_host_prefix},     {"generation", test_generation},
-	    {"binds", test_binds},
+	    {"binds", test_binds},                {"directory index", test_dir_index},
 	};
 	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
 		int f0 = nfail;

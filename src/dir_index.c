@@ -1,0 +1,246 @@
+/* dir_index.c — a thread's index of directory buckets (see dir_index.h). */
+#include <pthread.h>
+#include <stdlib.h>
+#include "dir_index.h"
+#include "lock.h"
+
+#define INDEX_ENTRIES DIR_INDEX_ENTRIES
+/* Buckets a thread keeps, by block number: 20,000 names fill about 220. */
+#define INDEX_SLOTS 1024u
+
+struct index_cache {
+	uint64_t mount_id; /* whose buckets these are */
+	uint64_t seq;      /* the sequence counter's value at which they are exact */
+	int exact;         /* 0: seq means nothing, build nothing before a new one */
+	uint64_t gen;      /* slots of another generation are empty */
+	struct dir_index slot[INDEX_SLOTS];
+};
+
+/* Initial-exec: a preloaded library's own static TLS, no lookup per use. */
+static __thread struct index_cache *cache __attribute__((tls_model("initial-exec")));
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+
+static void cache_free(void *c)
+{
+	free(c);
+}
+
+static void make_key(void)
+{
+	if (pthread_key_create(&cache_key, cache_free))
+		cache_key = (pthread_key_t)-1;
+}
+
+static struct index_cache *cache_of(const struct kura_fs *fs, int make)
+{
+	struct index_cache *c = cache;
+	if (!c) {
+		if (!make)
+			return NULL;
+		pthread_once(&cache_once, make_key);
+		if (cache_key == (pthread_key_t)-1 || !(c = calloc(1, sizeof *c)))
+			return NULL;
+		if (pthread_setspecific(cache_key, c)) {
+			free(c);
+			return NULL;
+		}
+		cache = c;
+	}
+	if (c->mount_id != fs->mount_id) {
+		if (!make)
+			return NULL;
+		c->mount_id = fs->mount_id;
+		c->exact = 0;
+	}
+	return c;
+}
+
+static uint64_t seq_now(const struct kura_fs *fs)
+{
+	__atomic_thread_fence(__ATOMIC_ACQUIRE); /* after the bucket's bytes were read */
+	return lock_read_begin(&fs->lk);
+}
+
+static struct dir_index *slot_for(struct index_cache *c, uint64_t block)
+{
+	return &c->slot[(block ^ block >> 8) % INDEX_SLOTS];
+}
+
+static void forget_all(struct index_cache *c)
+{
+	c->gen++;
+	c->exact = 0;
+}
+
+const struct dir_index *dir_index_of(const struct kura_fs *fs, uint64_t block, const struct kura_bucket *bk)
+{
+	uint32_t used = bk->used, count = bk->count;
+	if (count < DIR_INDEX_MIN_ENTRIES || count > INDEX_ENTRIES || used > BUCKET_SPACE)
+		return NULL;
+	struct index_cache *c = cache_of(fs, 1);
+	if (!c)
+		return NULL;
+	uint64_t seq = seq_now(fs);
+	if (!c->exact || c->seq != seq) {
+		if (seq & 1)
+			return NULL; /* someone else's change is under way */
+		c->gen++;
+		c->seq = seq;
+		c->exact = 1;
+	}
+	struct dir_index *ix = slot_for(c, block);
+	if (ix->gen == c->gen && ix->block == block && ix->used == used && ix->n == count)
+		return ix;
+	uint32_t n = 0, pos = 0;
+	const uint8_t *base = (const uint8_t *)(bk + 1);
+	while (pos + DIRENT_HEAD <= used) {
+		const struct kura_dirent_disk *e = (const void *)(base + pos);
+		uint32_t rl = dirent_reclen(e->name_len);
+		if (pos + rl > used || n == INDEX_ENTRIES)
+			break;
+		ix->tag[n] = dir_index_tag(e->hash);
+		ix->place[n++] = (uint16_t)pos;
+		pos += rl;
+	}
+	ix->gen = 0;
+	/* A damaged bucket is the walk's to report; a bucket that changed
+	 * while a reader without the mutex walked it is not to be kept. */
+	if (pos != used || n != count)
+		return NULL;
+	if (seq_now(fs) != seq) {
+		forget_all(c);
+		return NULL;
+	}
+	ix->block = block;
+	ix->used = (uint16_t)used;
+	ix->n = (uint16_t)n;
+	ix->gen = c->gen;
+	return ix;
+}
+
+/* The index of block that this thread's operation keeps exact, if any. */
+static struct dir_index *kept(const struct kura_fs *fs, uint64_t block)
+{
+	struct index_cache *c = cache_of(fs, 0);
+	if (!c || !c->exact)
+		return NULL;
+	if (c->seq != seq_now(fs)) {
+		forget_all(c); /* a change outside dir_index_begin's bracket */
+		return NULL;
+	}
+	struct dir_index *ix = slot_for(c, block);
+	return ix->gen == c->gen && ix->block == block ? ix : NULL;
+}
+
+int dir_index_last(const struct kura_fs *fs, uint64_t block, uint32_t *at)
+{
+	const struct dir_index *ix = kept(fs, block);
+	if (!ix || !ix->n)
+		return 0;
+	uint32_t last = 0;
+	for (int i = 0; i < ix->n; i++)
+		if (ix->place[i] > last)
+			last = ix->place[i];
+	*at = last;
+	return 1;
+}
+
+static int find_place(const struct dir_index *ix, uint32_t at)
+{
+	for (int i = 0; i < ix->n; i++)
+		if (ix->place[i] == at)
+			return i;
+	return -1;
+}
+
+static void remove_at(struct dir_index *ix, int i)
+{
+	ix->n--;
+	ix->tag[i] = ix->tag[ix->n];
+	ix->place[i] = ix->place[ix->n];
+}
+
+void dir_index_added(const struct kura_fs *fs, uint64_t block, uint64_t hash, uint32_t at, uint32_t reclen)
+{
+	struct dir_index *ix = kept(fs, block);
+	if (!ix)
+		return;
+	if (at != ix->used || ix->n == INDEX_ENTRIES) {
+		ix->gen = 0;
+		return;
+	}
+	ix->tag[ix->n] = dir_index_tag(hash);
+	ix->place[ix->n++] = (uint16_t)at;
+	ix->used = (uint16_t)(ix->used + reclen);
+}
+
+void dir_index_moved(const struct kura_fs *fs, uint64_t block, uint32_t from, uint32_t at, uint32_t reclen)
+{
+	struct dir_index *ix = kept(fs, block);
+	if (!ix)
+		return;
+	int gone = find_place(ix, at), last = find_place(ix, from);
+	if (gone < 0 || last < 0 || ix->used < reclen) {
+		ix->gen = 0;
+		return;
+	}
+	ix->tag[gone] = ix->tag[last];
+	remove_at(ix, last); /* the moved entry's old place, or the gone last one */
+	ix->used = (uint16_t)(ix->used - reclen);
+}
+
+void dir_index_shifted(const struct kura_fs *fs, uint64_t block, uint32_t at, uint32_t reclen)
+{
+	struct dir_index *ix = kept(fs, block);
+	if (!ix)
+		return;
+	int gone = find_place(ix, at);
+	if (gone < 0 || ix->used < reclen) {
+		ix->gen = 0;
+		return;
+	}
+	remove_at(ix, gone);
+	for (int i = 0; i < ix->n; i++)
+		if (ix->place[i] > at)
+			ix->place[i] = (uint16_t)(ix->place[i] - reclen);
+	ix->used = (uint16_t)(ix->used - reclen);
+}
+
+void dir_index_drop(const struct kura_fs *fs, uint64_t block)
+{
+	struct index_cache *c = cache_of(fs, 0);
+	if (c) {
+		struct dir_index *ix = slot_for(c, block);
+		if (ix->block == block)
+			ix->gen = 0;
+	}
+}
+
+void dir_index_begin(const struct kura_fs *fs)
+{
+	struct index_cache *c = cache_of(fs, 0);
+	if (!c)
+		return;
+	uint64_t seq = seq_now(fs);
+	if (seq & 1) {
+		forget_all(c);
+		return;
+	}
+	if (!c->exact || c->seq != seq)
+		c->gen++;
+	c->seq = seq | 1; /* what lock_write_begin is about to make it */
+	c->exact = 1;
+}
+
+void dir_index_end(const struct kura_fs *fs, int committed)
+{
+	struct index_cache *c = cache_of(fs, 0);
+	if (!c || !c->exact)
+		return;
+	uint64_t seq = seq_now(fs);
+	if (committed && seq == c->seq + 1)
+		c->seq = seq;
+	else
+		forget_all(c); /* rolled back: the pool is as before the changes told */
+}
