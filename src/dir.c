@@ -405,21 +405,23 @@ static int merge(struct kura_fs *fs, uint64_t dino, uint64_t i)
 	return fs->tx.err;
 }
 
-/* Where the last entry of bk starts, given an entry's place at: the
- * index knows, else a walk from there; UINT32_MAX if the entries do not
- * end at the bucket's end (damage: only the tail's shift is safe then). */
-static uint32_t last_entry_at(const struct kura_fs *fs, uint64_t b, const struct kura_bucket *bk, uint32_t at)
+/* Whether bk's last entry starts at last, given an entry's place at: the
+ * index knows, else a walk from there (which also refuses entries that do
+ * not end at the bucket's end: damage, where only the tail's shift is
+ * safe). */
+static int last_entry_at(const struct kura_fs *fs, uint64_t b, const struct kura_bucket *bk, uint32_t at,
+			 uint32_t last)
 {
-	uint32_t pos, used = bk->used;
-	if (dir_index_last(fs, b, &pos))
-		return pos;
-	for (pos = at; pos + DIRENT_HEAD <= used;) {
+	int known = dir_index_is_entry(fs, b, last);
+	if (known >= 0)
+		return known;
+	for (uint32_t pos = at, used = bk->used; pos + DIRENT_HEAD <= used;) {
 		uint32_t next = pos + dirent_reclen(entry_at(bk, pos)->name_len);
 		if (next == used)
-			return pos;
+			return pos == last;
 		pos = next;
 	}
-	return UINT32_MAX;
+	return 0;
 }
 
 int dir_remove(struct kura_fs *fs, uint64_t dino, const char *name, size_t len)
@@ -434,7 +436,8 @@ int dir_remove(struct kura_fs *fs, uint64_t dino, const char *name, size_t len)
 	uint32_t rl = dirent_reclen(entry_at(bk, at)->name_len);
 	uint32_t tail = bk->used - at - rl;
 	uint64_t base = block_off(b) + sizeof *bk;
-	if (tail >= rl && last_entry_at(fs, b, bk, at) == bk->used - rl) {
+	if (tail >= rl && last_entry_at(fs, b, bk, at, bk->used - rl) &&
+	    dirent_reclen(entry_at(bk, bk->used - rl)->name_len) == rl) {
 		/* The last entry has the hole's size (names of one length
 		 * usually do): it moves into the hole, and the change is two
 		 * entries, not the half bucket that shifting the tail would

@@ -133,25 +133,24 @@ static struct dir_index *kept(const struct kura_fs *fs, uint64_t block)
 	return ix->gen == c->gen && ix->block == block ? ix : NULL;
 }
 
-int dir_index_last(const struct kura_fs *fs, uint64_t block, uint32_t *at)
-{
-	const struct dir_index *ix = kept(fs, block);
-	if (!ix || !ix->n)
-		return 0;
-	uint32_t last = 0;
-	for (int i = 0; i < ix->n; i++)
-		if (ix->place[i] > last)
-			last = ix->place[i];
-	*at = last;
-	return 1;
-}
-
 static int find_place(const struct dir_index *ix, uint32_t at)
 {
-	for (int i = 0; i < ix->n; i++)
-		if (ix->place[i] == at)
-			return i;
+	__m128i want = _mm_set1_epi16((short)at);
+	for (unsigned i = 0; i < ix->n; i += 8) {
+		__m128i eq = _mm_cmpeq_epi16(_mm_load_si128((const __m128i *)&ix->place[i]), want);
+		uint32_t m = (uint32_t)_mm_movemask_epi8(eq);
+		if (ix->n - i < 8)
+			m &= (1u << 2 * (ix->n - i)) - 1;
+		if (m)
+			return (int)(i + (unsigned)__builtin_ctz(m) / 2);
+	}
 	return -1;
+}
+
+int dir_index_is_entry(const struct kura_fs *fs, uint64_t block, uint32_t at)
+{
+	const struct dir_index *ix = kept(fs, block);
+	return ix ? find_place(ix, at) >= 0 : -1;
 }
 
 static void remove_at(struct dir_index *ix, int i)

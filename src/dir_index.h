@@ -42,7 +42,7 @@ struct dir_index {
 	uint16_t used, n; /* the bucket's bytes and entries it describes */
 	/* Entry i's tag and place; tags past n are garbage a search masks off. */
 	uint16_t tag[DIR_INDEX_ENTRIES] __attribute__((aligned(16)));
-	uint16_t place[DIR_INDEX_ENTRIES];
+	uint16_t place[DIR_INDEX_ENTRIES] __attribute__((aligned(16)));
 };
 
 static inline uint16_t dir_index_tag(uint64_t hash)
@@ -65,9 +65,9 @@ static inline uint32_t dir_index_match(const struct dir_index *ix, unsigned i, u
  * none to trust (a small bucket, a change in flight, no memory). */
 const struct dir_index *dir_index_of(const struct kura_fs *fs, uint64_t block, const struct kura_bucket *bk);
 
-/* 1 and the place of block's last entry in *at, if its index is kept
- * exact by this thread's operation; 0 otherwise. */
-int dir_index_last(const struct kura_fs *fs, uint64_t block, uint32_t *at);
+/* Whether an entry of block starts at at: 1 or 0 if this thread's
+ * operation keeps block's index exact, -1 if it does not know. */
+int dir_index_is_entry(const struct kura_fs *fs, uint64_t block, uint32_t at);
 
 /* What dir.c did to a bucket inside an operation. */
 void dir_index_added(const struct kura_fs *fs, uint64_t block, uint64_t hash, uint32_t at, uint32_t reclen);
