@@ -20,7 +20,7 @@
 uint64_t kura_journal_cap;
 int journal_replayed;
 
-#define JCTL_MAGIC 0x3254434a4152554bull /* "KURAJCT2" */
+#define JCTL_MAGIC 0x3354434a4152554bull /* "KURAJCT3" */
 /* The head is written in one of two slots, by epoch, a sector apart: a
  * head torn by a crash leaves the other slot's, whose records replay onto
  * homes that already hold them, which redo records allow (see checkpoint). */

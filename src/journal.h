@@ -88,6 +88,9 @@ struct jctl {
 	uint64_t pend_since;   /* CLOCK_MONOTONIC ns when the pending set last became non-empty */
 	uint64_t marking;      /* a seal's record counts; its blocks' journaled bits are being set */
 	uint64_t marking_from; /* where that record starts */
+	uint64_t published;    /* records published (op mode), and of them the ones a flush took */
+	uint64_t flushed;
+	uint64_t last_batch;   /* records the last flush took (see wait_for_batch) */
 };
 _Static_assert(sizeof(struct jctl) <= KURA_BLOCK, "the control block has one pool block before the dirty map");
 
@@ -126,6 +129,9 @@ struct jtx {
 	int (*is_fresh)(void *ctx, uint64_t block);
 	/* Fills buf with block as the last committed transaction left it. */
 	void (*committed)(void *ctx, uint64_t block, void *buf);
+	/* 0 if this transaction changed no line of block in place (the copy
+	 * then shows it as committed). */
+	int (*touched)(void *ctx, uint64_t block);
 	void *ctx;
 };
 

@@ -454,13 +454,17 @@ int jn_checkpoint(struct journal *j, const struct jtx *t, uint64_t reserve)
 			continue;
 		}
 		uint64_t n = 0;
+		int rebuilt = 0;
 		while (b + n < j->nblocks && n < RUN && (j->dirty[(b + n) / 64] >> ((b + n) % 64) & 1) &&
 		       !map_shown(j, b + n)) {
-			if (t)
-				t->committed(t->ctx, b + n, buf + n * KURA_BLOCK);
+			rebuilt |= t && t->touched(t->ctx, b + n);
 			n++;
 		}
-		err = media_disk_write(j->m, b << KURA_BLOCK_SHIFT, t ? buf : media_ptr(j->m, b << KURA_BLOCK_SHIFT), n * KURA_BLOCK);
+		/* Only a run the open transaction changed differs from the copy. */
+		for (uint64_t i = 0; rebuilt && i < n; i++)
+			t->committed(t->ctx, b + i, buf + i * KURA_BLOCK);
+		err = media_disk_write(j->m, b << KURA_BLOCK_SHIFT, rebuilt ? buf : media_ptr(j->m, b << KURA_BLOCK_SHIFT),
+				       n * KURA_BLOCK);
 		b += n;
 	}
 	uint64_t shown[RUN];

@@ -235,7 +235,8 @@ void media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len)
 {
 	trace(m, MEDIA_NT, off, src, len);
 	char *dst = m->base + off;
-	if (((uintptr_t)dst & 15) == 0 && (len & 15) == 0 && (m->kind != KURA_PERSIST_FILE || m->disk_fd >= 0)) {
+	if (((uintptr_t)dst & 15) == 0 && (len & 15) == 0 && (m->kind != KURA_PERSIST_FILE || m->disk_fd >= 0) &&
+	    !m->fresh_cached) {
 		stream_copy(dst, src, len); /* bypasses the cache: nothing left to flush */
 		return;
 	}

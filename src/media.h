@@ -62,6 +62,9 @@ struct media {
 	/* The pool file again, O_DIRECT|O_DSYNC (-1 where the file system has
 	 * no direct I/O, e.g. tmpfs): media_disk_write_sync's fast path. */
 	int dio_fd;
+	/* Fresh blocks are read again at once (the op mode journal copies
+	 * them into its record): filled through the cache, not around it. */
+	int fresh_cached;
 };
 
 /* Maps fd (size bytes).  Fills *m; returns 0 or -errno. */

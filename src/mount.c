@@ -86,6 +86,7 @@ static int open_copy(struct kura_fs *fs, int *alone, char *why,
 	tx_init(&fs->tx, &fs->m, undo, undo_len);
 	journal_init(&fs->j, &fs->m, sb, created);
 	fs->j.sync_each_op = !fs->fsync_mode;
+	fs->m.fresh_cached = fs->j.sync_each_op;
 	fs->tx.j = &fs->j;
 	/* Direct I/O where the file system has it: see journal.h. */
 	char self[64];

@@ -546,11 +546,17 @@ static void jt_committed(void *ctx, uint64_t block, void *buf)
 	}
 }
 
+static int jt_touched(void *ctx, uint64_t block)
+{
+	struct tx *t = ctx;
+	return set_get(&t->logged, t->stamp, block, NULL) != NULL;
+}
+
 static int journal_stage(struct tx *t)
 {
 	struct jtx jt = { .lines = t->lines, .nlines = t->nlines, .fresh = t->fresh_list,
 			  .nfresh = t->nfresh_list, .undo_epoch = t->epoch, .is_fresh = jt_is_fresh,
-			  .committed = jt_committed, .ctx = t };
+			  .committed = jt_committed, .touched = jt_touched, .ctx = t };
 	return journal_commit(t->j, &jt);
 }
 
