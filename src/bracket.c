@@ -142,8 +142,10 @@ int kura_release(kura_fs *fs)
 int fs_sync(struct kura_fs *fs)
 {
 	/* In op mode every operation that returned is durable already; one in
-	 * flight (another thread's, another process's) need not be. */
-	if (fs->tx.j && !fs->j.sync_each_op) {
+	 * flight (another thread's, another process's) need not be.  Changes
+	 * that a process in fsync mode left pending must become durable,
+	 * whoever syncs. */
+	if (fs->tx.j && (!fs->j.sync_each_op || journal_pending(&fs->j))) {
 		/* The pending changes become a record between two operations. */
 		fs_lock_for_read(fs);
 		int err = journal_seal(&fs->j);

@@ -183,8 +183,11 @@ int journal_sync_due(const struct journal *j);
  * linked into a file. */
 void journal_forget_contents(struct journal *j, uint64_t block);
 /* Under the pool mutex, no transaction open: turns the pending set into a
- * staged record (fsync mode; nothing to do otherwise).  0 or -errno. */
+ * staged record (nothing to do when no process in fsync mode left changes
+ * pending).  0 or -errno. */
 int journal_seal(struct journal *j);
+/* Whether changes of a process in fsync mode wait in the pending set. */
+int journal_pending(const struct journal *j);
 /* Blocks a writable shared map shows: a checkpoint writes them home, as
  * the records rebuild them and then, in the new epoch's first record, as
  * the map left them; a pending one is sealed before the map can store. */

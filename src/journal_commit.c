@@ -134,6 +134,13 @@ int journal_commit(struct journal *j, const struct jtx *t)
 		int r = commit_lazy(j, t);
 		if (r <= 0)
 			return r;
+	} else if (__atomic_load_n(&j->ctl->pend_n, __ATOMIC_ACQUIRE)) {
+		/* A process in fsync mode left changes pending: they come
+		 * before this one, so they go into a record first (a crash must
+		 * not keep this change and lose one it may build on). */
+		int err = jn_seal(j, t);
+		if (err)
+			return err;
 	}
 	uint64_t need = sizeof(struct kura_jrec), in_place = need;
 	for (size_t i = 0; i < t->nfresh; i++)

@@ -303,7 +303,13 @@ int journal_sync_due(const struct journal *j)
 
 int journal_seal(struct journal *j)
 {
-	return j->sync_each_op ? 0 : jn_seal(j, NULL);
+	/* In op mode too: a process in fsync mode may share the pool. */
+	return __atomic_load_n(&j->ctl->pend_n, __ATOMIC_ACQUIRE) ? jn_seal(j, NULL) : 0;
+}
+
+int journal_pending(const struct journal *j)
+{
+	return __atomic_load_n(&j->ctl->pend_n, __ATOMIC_ACQUIRE) != 0;
 }
 
 static int map_shown(const struct journal *j, uint64_t b)

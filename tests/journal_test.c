@@ -216,6 +216,49 @@ static void test_killed_and_crashed(void)
 	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean after the crashes");
 }
 
+/* Two processes of one pool in different modes (here two mounts of one
+ * child): what the fsync-mode one left pending comes before the op-mode
+ * one's changes in any crash, and an fsync in op mode makes another's
+ * pending writes to the file durable, as an fsync on ext4 does. */
+static void test_mixed_modes(void)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct kura_mount_opts lazy = { .persist = KURA_PERSIST_FILE, .sync = KURA_SYNC_FSYNC };
+		struct kura_mount_opts eager = { .persist = KURA_PERSIST_FILE, .sync = KURA_SYNC_OP };
+		kura_fs *a = kura_mount(pool, &lazy, NULL), *b = kura_mount(pool, &eager, NULL);
+		if (!a || !b)
+			_exit(1);
+		kura_mkdir(a, "/mixed", 0755);
+		int fd = kura_open(a, "/mixed/first", O_CREAT | O_RDWR, 0644);
+		kura_pwrite(a, fd, "first", 5, 0);
+		kura_mkdir(b, "/mixed/second", 0755);
+		fd = kura_open(a, "/mixed/third", O_CREAT | O_RDWR, 0644);
+		kura_pwrite(a, fd, "third", 5, 0);
+		int bfd = kura_open(b, "/mixed/third", O_RDWR, 0);
+		kura_fsync(b, bfd);
+		remove_copy();
+		kill(getpid(), SIGKILL);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	CHECK(WIFSIGNALED(st), "mixed modes: the child died by SIGKILL");
+	kura_fs *fs = mount_mode(KURA_SYNC_OP);
+	if (!fs)
+		return;
+	struct stat sb;
+	CHECK(kura_stat(fs, "/mixed/second", &sb) == 0, "mixed modes: the op-mode change survives the crash");
+	char buf[8] = "";
+	int fd = kura_open(fs, "/mixed/first", O_RDONLY, 0);
+	CHECK(fd >= 0 && kura_pread(fs, fd, buf, 5, 0) == 5 && !memcmp(buf, "first", 5),
+	      "mixed modes: the fsync-mode write before the op-mode change survives with it");
+	fd = kura_open(fs, "/mixed/third", O_RDONLY, 0);
+	CHECK(fd >= 0 && kura_pread(fs, fd, buf, 5, 0) == 5 && !memcmp(buf, "third", 5),
+	      "mixed modes: an op-mode fsync makes the fsync-mode write durable");
+	kura_unmount(fs);
+	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean after the mixed-mode crash");
+}
+
 /* More records than the journal holds, and one write larger than it,
  * then a crash: the pool file alone has it all. */
 static void test_full_journal(void)
@@ -443,6 +486,7 @@ int main(void)
 	test_flushes_per_operation();
 	test_group_commit();
 	test_killed_and_crashed();
+	test_mixed_modes();
 	test_full_journal();
 	test_long_replay();
 	test_seal_writes_home();
