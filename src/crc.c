@@ -67,8 +67,11 @@ uint64_t name_hash(const uint64_t key[2], const char *name, size_t len)
 		memcpy(&w, name + i, 8);
 		h = mix(h ^ w) + key[1];
 	}
+	/* The tail as memcpy into a zeroed word would leave it (little
+	 * endian), without a call per name. */
 	uint64_t w = 0;
-	memcpy(&w, name + i, len - i);
+	for (size_t k = 0; k < len - i; k++)
+		w |= (uint64_t)(uint8_t)name[i + k] << (8 * k);
 	h = mix(h ^ w ^ ((uint64_t)(len - i) << 56));
 	return mix(h ^ key[1]);
 }
