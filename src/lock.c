@@ -11,7 +11,7 @@
 #include "tracee.h"
 #include "shm.h"
 
-#define LOCKTAB_MAGIC 0x6b6c626174727570ull /* ...6b: open slots without map counts; 6c: no maps_total; 6d: no truncs; 6e: no owners; 6f: no binds */
+#define LOCKTAB_MAGIC 0x6b6c626174727571ull /* ...6b: open slots without map counts; 6c: no maps_total; 6d: no truncs; 6e: no owners; 6f: no binds; 70: slots hashed apart */
 
 static int init_table(struct locktab *t)
 {
@@ -172,9 +172,15 @@ void lock_release(struct lockh *h)
 	pthread_mutex_unlock(&h->t->mutex);
 }
 
+/* Inode numbers made together are close (slots of one inode block), and
+ * so are their slots here, sixteen at a time: a program creating files one
+ * after another probes lines it just used instead of a cold one per file.
+ * The groups of sixteen are scattered, so that many files open with
+ * consecutive numbers do not make one long run for others to probe
+ * through. */
 static size_t open_slot(uint64_t ino)
 {
-	return (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 40) & (LOCK_OPEN_SLOTS - 1);
+	return (size_t)((((ino >> 4) * 0x9e3779b97f4a7c15ull) >> 40) << 4 | (ino & 15)) & (LOCK_OPEN_SLOTS - 1);
 }
 
 static size_t find(const struct locktab *t, uint64_t ino)
@@ -254,6 +260,8 @@ int lock_open_inc(struct lockh *h, uint64_t ino)
 
 uint64_t lock_open_count(const struct lockh *h, uint64_t ino)
 {
+	if (!__atomic_load_n(&h->t->open_used, __ATOMIC_RELAXED))
+		return 0; /* nothing is open: no probe into a cold table */
 	size_t i = slot_of(h->t, ino);
 	return i < LOCK_OPEN_SLOTS ? h->t->open[i].count : 0;
 }
