@@ -294,9 +294,9 @@ uint64_t tx_in_place_room(struct tx *t)
 		uint64_t used = 0, half = t->j->cap / 2;
 		for (size_t i = 0; i < t->ndirty_list; i++) {
 			uint64_t b = t->dirty_list[i];
-			if (!set_get(&t->fresh, t->stamp, b, NULL))
-				used += (uint64_t)__builtin_popcountll(*set_get(&t->dirty, t->stamp, b, NULL)) *
-					(MEDIA_LINE + 16);
+			const uint64_t *logged = set_get(&t->logged, t->stamp, b, NULL);
+			if (logged)
+				used += (uint64_t)__builtin_popcountll(*logged) * (MEDIA_LINE + 16);
 		}
 		return used < half ? half - used : 0;
 	}
@@ -342,22 +342,41 @@ static uint64_t line_mask(uint64_t b, uint64_t off, size_t len)
 	return (last == 63 ? ~0ull : (2ull << last) - 1) & ~((1ull << first) - 1);
 }
 
-/* Snapshots the lines of [off, off+len) not yet logged and not fresh, as
- * runs of adjacent lines so one record covers a run.  Lines are tracked as
- * a mask per block: one lookup for a write however many lines it spans. */
-static void snapshot(struct tx *t, uint64_t off, size_t len)
+static int list_changed(struct tx *t, uint64_t b)
+{
+	if (t->ndirty_list == t->cap_dirty_list) {
+		size_t cap = t->cap_dirty_list ? t->cap_dirty_list * 2 : 64;
+		uint64_t *n = realloc(t->dirty_list, cap * sizeof *n);
+		if (!n) {
+			tx_fail(t, -ENOMEM);
+			return -1;
+		}
+		t->dirty_list = n;
+		t->cap_dirty_list = cap;
+	}
+	t->dirty_list[t->ndirty_list++] = b;
+	return 0;
+}
+
+/* Notes the lines of [off, off+len) as changed, and snapshots those not
+ * yet logged, as runs of adjacent lines so one record covers a run.  Lines
+ * are tracked as a mask per block: one lookup for a write however many
+ * lines it spans.  A block's changed lines are its logged ones (each is
+ * logged before it changes), so one set holds both; a fresh block, which
+ * needs no snapshot, has its changed lines in another. */
+static void note_and_snapshot(struct tx *t, uint64_t off, size_t len)
 {
 	for (uint64_t b = off >> KURA_BLOCK_SHIFT; b <= (off + len - 1) >> KURA_BLOCK_SHIFT && !t->err; b++) {
-		if (tx_is_fresh(t, b))
-			continue;
-		int created;
-		uint64_t *logged = set_get(&t->logged, t->stamp, b, &created);
-		if (!logged) {
+		int fresh = t->fresh.n && tx_is_fresh(t, b), created;
+		uint64_t *lines = set_get(fresh ? &t->dirty : &t->logged, t->stamp, b, &created);
+		if (!lines) {
 			tx_fail(t, -ENOMEM);
 			return;
 		}
-		uint64_t need = line_mask(b, off, len) & ~*logged;
-		*logged |= need;
+		if (created && list_changed(t, b))
+			return;
+		uint64_t mask = line_mask(b, off, len), need = fresh ? 0 : mask & ~*lines;
+		*lines |= mask;
 		while (need) {
 			unsigned first = (unsigned)__builtin_ctzll(need);
 			uint64_t run = need >> first;
@@ -368,30 +387,13 @@ static void snapshot(struct tx *t, uint64_t off, size_t len)
 	}
 }
 
-static void note_dirty(struct tx *t, uint64_t off, size_t len)
+/* A changed block's lines: logged, or changed in place while fresh. */
+static uint64_t changed_lines(struct tx *t, uint64_t b)
 {
-	for (uint64_t b = off >> KURA_BLOCK_SHIFT; b <= (off + len - 1) >> KURA_BLOCK_SHIFT; b++) {
-		int created;
-		uint64_t *dirty = set_get(&t->dirty, t->stamp, b, &created);
-		if (!dirty) {
-			tx_fail(t, -ENOMEM);
-			return;
-		}
-		*dirty |= line_mask(b, off, len);
-		if (!created)
-			continue;
-		if (t->ndirty_list == t->cap_dirty_list) {
-			size_t cap = t->cap_dirty_list ? t->cap_dirty_list * 2 : 64;
-			uint64_t *n = realloc(t->dirty_list, cap * sizeof *n);
-			if (!n) {
-				tx_fail(t, -ENOMEM);
-				return;
-			}
-			t->dirty_list = n;
-			t->cap_dirty_list = cap;
-		}
-		t->dirty_list[t->ndirty_list++] = b;
-	}
+	const uint64_t *m = set_get(&t->logged, t->stamp, b, NULL);
+	if (!m)
+		m = set_get(&t->dirty, t->stamp, b, NULL);
+	return m ? *m : 0;
 }
 
 /* The changed lines, block by block in the order first written, each
@@ -400,7 +402,7 @@ static int dirty_lines(struct tx *t)
 {
 	t->nlines = 0;
 	for (size_t i = 0; i < t->ndirty_list; i++) {
-		uint64_t b = t->dirty_list[i], mask = *set_get(&t->dirty, t->stamp, b, NULL);
+		uint64_t b = t->dirty_list[i], mask = changed_lines(t, b);
 		if (t->nlines + 64 > t->cap_lines) {
 			size_t cap = t->cap_lines ? t->cap_lines * 2 : 256;
 			uint64_t *n = realloc(t->lines, cap * sizeof *n);
@@ -427,16 +429,13 @@ static int prepare(struct tx *t, uint64_t off, size_t len)
 	struct tx_recent *rc = &t->recent[line % TX_RECENT];
 	if ((off + len - 1) / MEDIA_LINE == line && rc->line == line + 1 && rc->stamp == t->stamp)
 		return 1;
-	snapshot(t, off, len);
+	note_and_snapshot(t, off, len);
 	if (t->err)
 		return 0;
 	if (t->need_fence) {
 		media_fence(t->m);
 		t->need_fence = 0;
 	}
-	note_dirty(t, off, len);
-	if (t->err)
-		return 0;
 	for (uint64_t l = line; l <= (off + len - 1) / MEDIA_LINE; l++)
 		t->recent[l % TX_RECENT] = (struct tx_recent){ .line = l + 1, .stamp = t->stamp };
 	return 1;

@@ -43,7 +43,9 @@ struct tx {
 	int need_fence;            /* records written but not yet fenced */
 	int ordered;               /* records need no checksum (see REC_ORDERED in tx.c) */
 	unsigned records;
-	struct u64set logged, dirty, fresh; /* block -> mask of its lines logged / changed; fresh blocks */
+	/* block -> mask of its lines logged (which are its changed lines),
+	 * or changed though fresh (not logged); the fresh blocks */
+	struct u64set logged, dirty, fresh;
 	struct tx_recent {
 		uint64_t line;     /* + 1; 0: empty */
 		uint32_t stamp;    /* valid in the transaction with this stamp */
