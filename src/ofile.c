@@ -256,6 +256,20 @@ static void release(struct kura_fs *fs, uint64_t ino, uint64_t group_ino, uint32
 		fs_unlock_for_read(fs);
 		return;
 	}
+	if (!group_ino && !spare_ino) {
+		/* The common close: the file keeps a name, so only its count
+		 * changes, which is the lock table's and no change to the pool
+		 * (no transaction, no clock).  Its links change only under the
+		 * mutex held here. */
+		fs_lock_for_read(fs);
+		const struct kura_inode *ip = ino_get(fs, ino);
+		int linked = ip && ip->nlink > 0;
+		if (linked)
+			lock_open_dec(&fs->lk, ino);
+		fs_unlock_for_read(fs);
+		if (linked)
+			return;
+	}
 	if (fs_begin(fs) == 0) {
 		if (group_ino)
 			group_discard(fs, group_ino, group_gen);
