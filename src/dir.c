@@ -111,11 +111,30 @@ static int find(const struct kura_fs *fs, const struct kura_inode *dip, const ch
 {
 	if (!dip->root)
 		return -ENOENT;
+	const struct kura_dirent_disk *e;
+	int bad = 0;
+	if (!mask_of(dip)) {
+		/* One bucket: a small one is walked comparing names, which
+		 * costs less than hashing the name (every path walk crosses
+		 * such directories: /, /home...). */
+		const struct kura_bucket *one = bucket_at(fs, dip, 0, block);
+		if (!one)
+			return -EUCLEAN;
+		if (one->count < DIR_INDEX_MIN_ENTRIES) {
+			FOR_EACH_ENTRY(one, pos, e, bad)
+			{
+				if (e->name_len == len && !memcmp(e->name, name, len)) {
+					*at = pos;
+					return 0;
+				}
+			}
+			return bad ? -EUCLEAN : -ENOENT;
+		}
+	}
 	uint64_t h = dir_hash(fs, name, len);
 	const struct kura_bucket *bk = bucket_at(fs, dip, h & mask_of(dip), block);
 	if (!bk)
 		return -EUCLEAN;
-	const struct kura_dirent_disk *e;
 	const struct dir_index *ix = dir_index_of(fs, *block, bk);
 	if (ix) {
 		uint16_t tag = dir_index_tag(h);
@@ -134,7 +153,6 @@ static int find(const struct kura_fs *fs, const struct kura_inode *dip, const ch
 			}
 		return -ENOENT;
 	}
-	int bad = 0;
 	FOR_EACH_ENTRY(bk, pos, e, bad)
 	{
 		if (e->hash == h && e->name_len == len && !memcmp(e->name, name, len)) {
