@@ -302,6 +302,12 @@ void ofile_put(struct kura_fs *fs, struct ofile *of)
 		__atomic_store_n(&of->group_ino, 0, __ATOMIC_RELEASE);
 		__atomic_store_n(&of->spare_ino, 0, __ATOMIC_RELEASE);
 		__atomic_sub_fetch(&of->refs, 1, __ATOMIC_ACQ_REL);
+		/* The next open takes this slot again: a program opening and
+		 * closing files keeps to a few hot slots instead of walking the
+		 * 65,536 and faulting in every page of the table. */
+		uint32_t i = (uint32_t)(of - fs->ofiles);
+		if (i < __atomic_load_n(&fs->ofile_hint, __ATOMIC_RELAXED))
+			__atomic_store_n(&fs->ofile_hint, i, __ATOMIC_RELAXED);
 		return;
 	}
 	if (__atomic_sub_fetch(&of->refs, 1, __ATOMIC_ACQ_REL) == 0) /* the other holders let go between our load and our decrement */
