@@ -94,6 +94,7 @@ crash-full: all
 	build/tests/crash_test --full --jobs $$(nproc)
 	build/tests/crash_test --full --jobs $$(nproc) --persist file
 	build/tests/crash_test --full --jobs $$(nproc) --persist file --sync fsync
+	build/tests/crash_test --full --jobs $$(nproc) --persist file --sync mixed
 
 # The libFuzzer target for FUZZ_RUNS executions (default 10 million), built
 # without comparison tracing (CMakeLists.txt says why), FUZZ_JOBS side by side

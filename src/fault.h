@@ -28,6 +28,8 @@ enum kura_fault_kind {
 	                           copy shows it, stores no record carries included */
 	FAULT_GROUP_SPLIT_COMMIT, /* an atomic group's commit moves its first block in a transaction
 	                           of its own */
+	FAULT_MIXED_UNSEALED,   /* journal: an op-mode commit stages its record while changes an
+	                           fsync-mode process left pending wait unsealed before it */
 	FAULT_COUNT
 };
 

@@ -5,7 +5,9 @@
  * directory entry written in place without undo, a grown size made durable
  * before the data, a journal sync skipped, a journal record whose checksum
  * misses its payload, a checkpoint that reuses the journal before its home
- * writes are durable, an msync whose map stores no record carries), under each persistence model and durability mode it
+ * writes are durable, an msync whose map stores no record carries, an
+ * op-mode commit ahead of what fsync mode left pending), under each
+ * persistence model and durability mode it
  * applies to, run the seq-1 workloads with the bug switched on until the
  * explorer reports a violation.  A check passes when
  * the bug is caught and the same workload is clean with the bug off (so the
@@ -44,15 +46,20 @@ static const char *fault_name[FAULT_COUNT] = {
 	[FAULT_SEAL_HOME_EARLY] = "a seal links blocks written home before they are durable",
 	[FAULT_MAP_HOME_UNRECORDED] = "a checkpoint writes a map's unrecorded stores home",
 	[FAULT_GROUP_SPLIT_COMMIT] = "an atomic group commits in two transactions",
+	[FAULT_MIXED_UNSEALED] = "an op-mode commit ahead of fsync-mode changes left pending",
 };
 
-enum { PMEM, FILE_OP, FILE_FSYNC, NMODELS };
-static const char *model_name[NMODELS] = { "pmem", "file (op)", "file (fsync)" };
+enum { PMEM, FILE_OP, FILE_FSYNC, FILE_MIXED, NMODELS };
+static const char *model_name[NMODELS] = { "pmem", "file (op)", "file (fsync)", "file (fsync and op mixed)" };
 
 /* A bug lives in one layer: the journal's mean nothing to pmem, and the
  * undo log's flushes nothing to the file back end, whose copy is memory. */
 static int applies(int fault, int model)
 {
+	/* The mixed model's own bug is the mixing; the others are the
+	 * single modes' to catch. */
+	if ((fault == FAULT_MIXED_UNSEALED) != (model == FILE_MIXED))
+		return 0;
 	switch (fault) {
 	case FAULT_DROP_FLUSH: return model == PMEM;
 	/* In fsync mode the disk sees the copy only as a seal takes it, between
@@ -81,7 +88,8 @@ int main(void)
 	kura_journal_cap = 12 * 1024; /* checkpoints in short workloads, as crash_test */
 	for (int mo = 0; mo < NMODELS; mo++) {
 		cfg.file = mo != PMEM;
-		cfg.fsync_mode = mo == FILE_FSYNC;
+		cfg.fsync_mode = mo == FILE_FSYNC || mo == FILE_MIXED;
+		cfg.mixed = mo == FILE_MIXED;
 		if (ex_init(&xs[mo], &cfg, &st)) {
 			printf("cannot set up the scratch pools\n");
 			return 1;
@@ -104,7 +112,7 @@ int main(void)
 		int fsync_op = wk_lookup("fsync:foo"), nops = mo == FILE_FSYNC ? 2 * ROUNDS : 1, wl[2 * ROUNDS];
 		/* A group's commit needs a group with blocks before it: single
 		 * entries cannot show that bug, and trying them all costs minutes. */
-		int single = f != FAULT_GROUP_SPLIT_COMMIT;
+		int single = f != FAULT_GROUP_SPLIT_COMMIT && mo != FILE_MIXED;
 		for (int i = 0; i < WK_NOPS && caught < 0 && single; i++) {
 			for (int r = 0; r < ROUNDS; r++)
 				wl[2 * r] = i, wl[2 * r + 1] = fsync_op;

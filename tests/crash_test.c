@@ -67,19 +67,21 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--persist") && i + 1 < argc && !strcmp(argv[i + 1], "pmem")) {
 			i++;
 		} else if (!strcmp(argv[i], "--sync") && i + 1 < argc &&
-			   (!strcmp(argv[i + 1], "fsync") || !strcmp(argv[i + 1], "op"))) {
-			cfg.fsync_mode = !strcmp(argv[++i], "fsync");
-			cfg.seed ^= cfg.fsync_mode ? 0x6673796e63ull : 0;
+			   (!strcmp(argv[i + 1], "fsync") || !strcmp(argv[i + 1], "op") ||
+			    !strcmp(argv[i + 1], "mixed"))) {
+			cfg.mixed = !strcmp(argv[++i], "mixed");
+			cfg.fsync_mode = cfg.mixed || !strcmp(argv[i], "fsync");
+			cfg.seed ^= cfg.mixed ? 0x6d69786564ull : cfg.fsync_mode ? 0x6673796e63ull : 0;
 		} else if (strcmp(argv[i], "--full")) {
 			fprintf(stderr,
 				"usage: %s [--full | --replay LIST [--fault N] | --random SEED COUNT LEN] "
-				"[--groups-only N] [--persist pmem|file] [--sync op|fsync] [--jobs N]\n",
+				"[--groups-only N] [--persist pmem|file] [--sync op|fsync|mixed] [--jobs N]\n",
 				argv[0]);
 			return 2;
 		}
 	}
 	if (cfg.fsync_mode && !cfg.file) {
-		fprintf(stderr, "--sync fsync needs --persist file: the other back ends are always op\n");
+		fprintf(stderr, "--sync fsync or mixed needs --persist file: the other back ends are always op\n");
 		return 2;
 	}
 	/* A journal of a few records, so that short workloads checkpoint and

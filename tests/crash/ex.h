@@ -29,6 +29,7 @@ struct ex_cfg {
 	int max_print;     /* violations printed in full */
 	int file;          /* persistence model: 0 pmem (lines), 1 file back end (pages of the pool file) */
 	int fsync_mode;    /* file model: KURA_SYNC=fsync, whose oracle is a prefix back to the last fsync */
+	int mixed;         /* fsync mode, but every other changing entry runs as a process in op mode would */
 	uint64_t seed;
 	int progress;       /* print a line every 250 workloads */
 	int shard, nshards; /* this process runs workloads numbered shard mod nshards */
@@ -85,7 +86,8 @@ static double now_sec(void)
 static const char *ex_flags(const struct ex *x)
 {
 	static char f[64];
-	snprintf(f, sizeof f, "%s%s", x->cfg.file ? " --persist file" : "", x->cfg.fsync_mode ? " --sync fsync" : "");
+	snprintf(f, sizeof f, "%s%s", x->cfg.file ? " --persist file" : "",
+		 x->cfg.mixed ? " --sync mixed" : x->cfg.fsync_mode ? " --sync fsync" : "");
 	if (x->cfg.fault)
 		snprintf(f + strlen(f), sizeof f - strlen(f), " --fault %d", x->cfg.fault);
 	return f;

@@ -122,6 +122,24 @@ static int ex_reference(struct ex *x, const int *ops, int nops)
 	return 0;
 }
 
+/* --sync mixed: entry j runs in op mode, as another process of the pool
+ * in KURA_SYNC=op would, if it is odd and changes the pool whenever it
+ * succeeds (an op-mode change seals what fsync mode left pending before
+ * it, so it is a sync point for the oracle).  An fsync in op mode syncs
+ * what is pending too. */
+static int ex_op_mode_entry(const struct ex *x, int j)
+{
+	if (!x->cfg.mixed || j % 2 == 0)
+		return 0;
+	switch (x->ops[j]->kind) {
+	case K_CREAT: case K_MKNOD: case K_MKDIR: case K_RMDIR: case K_WRITE: case K_PWRITE: case K_FTRUNC:
+	case K_TRUNC: case K_LINK: case K_UNLINK: case K_RENAME: case K_SYMLINK: case K_FSYNC: case K_CHMOD:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 static int ex_traced(struct ex *x)
 {
 	if (kura_mkfs(x->work_path, POOL_SIZE, 1))
@@ -156,7 +174,11 @@ static int ex_traced(struct ex *x)
 	kura_fault = x->cfg.fault;
 	for (int j = 0; j < x->nops; j++) {
 		media_mark(&fs->m, 'O', (uint64_t)j + 1);
+		if (x->cfg.mixed)
+			fs->j.sync_each_op = ex_op_mode_entry(x, j);
 		long r = wk_run(fs, &c, x->ops[j]);
+		if (x->cfg.mixed)
+			fs->j.sync_each_op = 0;
 		media_mark(&fs->m, 'o', (uint64_t)j + 1);
 		if (r != x->res[j] && bad < 0)
 			bad = j, bad_r = r;
@@ -215,6 +237,8 @@ static int ex_workload(struct ex *x, const int *ops, int nops)
 				 * returns, as gcommit */
 				if ((k == K_FSYNC || k == K_MAPWRITE || k == K_GCOMMIT || k == K_GSET) &&
 				    x->res[done - 1] == 0)
+					synced = done;
+				if (ex_op_mode_entry(x, done - 1) && x->res[done - 1] >= 0)
 					synced = done;
 				ex_point(x, LO(), done);
 			}
