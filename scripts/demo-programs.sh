@@ -62,6 +62,20 @@ for s in kura-op kura-shm; do
 	fi
 done
 
+# Both pools stay mounted through the runs, as the kernel's file systems
+# are: a shell under `kura run` whose working directory is in the pool
+# holds each, so every program's `kura run` joins the pool instead of
+# loading it (a disk pool's working copy is all its data) and writing it
+# back at exit.  Closing their input ends them.
+holders=()
+for s in kura-op kura-shm; do
+	exec {fd}> >(KURA_SYNC=${syncof[$s]} "$kura" run --pool "${poolof[$s]}" --mount "$prefix" -- \
+		sh -c "cd $prefix && echo held >&2 && read _ 2>/dev/null" 2>"$shm/held-$s")
+	holders+=("$fd")
+	for _ in $(seq 100); do grep -q held "$shm/held-$s" 2>/dev/null && break; sleep 0.05; done
+done
+release_holders() { for fd in "${holders[@]}"; do eval "exec $fd>&-"; done; sleep 0.5; }
+
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 declare -A r
 sql="PRAGMA journal_mode=DELETE;
@@ -91,6 +105,7 @@ for s in "${sides[@]}"; do
 	done
 	run $s rm -rf "$d"
 done
+release_holders
 row() { printf '%-38s' "$1"; shift; printf ' %10s' "$@"; printf '\n'; }
 row "" "${sides[@]}"
 label() {
