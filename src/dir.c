@@ -7,32 +7,13 @@
 #include "crc.h"
 #include "dir.h"
 #include "dir_index.h"
+#include "dir_int.h"
 #include "fault.h"
 #include "inode.h"
-
-#define HASH_MASK (((uint64_t)1 << 62) - 1)
 
 uint64_t dir_hash(const struct kura_fs *fs, const char *name, size_t len)
 {
 	return name_hash(fs->sb->hash_key, name, len) & HASH_MASK;
-}
-
-static uint64_t reverse64(uint64_t x)
-{
-	x = ((x >> 1) & 0x5555555555555555ull) | ((x & 0x5555555555555555ull) << 1);
-	x = ((x >> 2) & 0x3333333333333333ull) | ((x & 0x3333333333333333ull) << 2);
-	x = ((x >> 4) & 0x0f0f0f0f0f0f0f0full) | ((x & 0x0f0f0f0f0f0f0f0full) << 4);
-	return __builtin_bswap64(x);
-}
-
-/* Hash bits 0..61 reversed into key bits 61..0: key order visits buckets in
- * contiguous ranges, and the key maps back to the hash exactly. */
-static uint64_t key_of(uint64_t hash) { return reverse64(hash) >> 2; }
-static uint64_t hash_of(uint64_t key) { return reverse64(key << 2); }
-
-static uint64_t mask_of(const struct kura_inode *dip)
-{
-	return dip->dir_depth > DIR_MAX_DEPTH ? 0 : (1ull << dip->dir_depth) - 1;
 }
 
 /* The directory being changed.  On a damaged pool its slot may be gone
@@ -70,8 +51,8 @@ int dir_sane(const struct kura_fs *fs, const struct kura_inode *dip)
 	       (bytes + KURA_BLOCK - 1) / KURA_BLOCK <= dip->blocks;
 }
 
-static const struct kura_bucket *bucket_at(const struct kura_fs *fs, const struct kura_inode *dip, uint64_t i,
-					   uint64_t *block)
+const struct kura_bucket *dir_bucket_at(const struct kura_fs *fs, const struct kura_inode *dip, uint64_t i,
+					 uint64_t *block)
 {
 	uint64_t off = slot_off(fs, dip, i);
 	if (!off)
@@ -89,21 +70,8 @@ static const struct kura_bucket *bucket_at(const struct kura_fs *fs, const struc
 
 const struct kura_bucket *dir_slot_bucket(const struct kura_fs *fs, const struct kura_inode *dip, uint64_t i)
 {
-	return bucket_at(fs, dip, i, NULL);
+	return dir_bucket_at(fs, dip, i, NULL);
 }
-
-static const struct kura_dirent_disk *entry_at(const struct kura_bucket *bk, uint32_t pos)
-{
-	return (const struct kura_dirent_disk *)((const char *)(bk + 1) + pos);
-}
-
-/* Walks a bucket's entries; stops (returns NULL through *bad) on a record that
- * does not fit, so a damaged bucket is reported, never overrun. */
-#define FOR_EACH_ENTRY(bk, pos, e, bad)                                                               \
-	for (uint32_t pos = 0; pos + DIRENT_HEAD <= (bk)->used &&                                     \
-			       ((e) = entry_at(bk, pos), pos + dirent_reclen((e)->name_len) <= (bk)->used || \
-								 ((bad) = 1, 0));                     \
-	     pos += dirent_reclen((e)->name_len))
 
 /* Finds name; returns its bucket's block and the entry's position. */
 static int find(const struct kura_fs *fs, const struct kura_inode *dip, const char *name, size_t len,
@@ -117,7 +85,7 @@ static int find(const struct kura_fs *fs, const struct kura_inode *dip, const ch
 		/* One bucket: a small one is walked comparing names, which
 		 * costs less than hashing the name (every path walk crosses
 		 * such directories: /, /home...). */
-		const struct kura_bucket *one = bucket_at(fs, dip, 0, block);
+		const struct kura_bucket *one = dir_bucket_at(fs, dip, 0, block);
 		if (!one)
 			return -EUCLEAN;
 		if (one->count < DIR_INDEX_MIN_ENTRIES) {
@@ -132,7 +100,7 @@ static int find(const struct kura_fs *fs, const struct kura_inode *dip, const ch
 		}
 	}
 	uint64_t h = dir_hash(fs, name, len);
-	const struct kura_bucket *bk = bucket_at(fs, dip, h & mask_of(dip), block);
+	const struct kura_bucket *bk = dir_bucket_at(fs, dip, h & mask_of(dip), block);
 	if (!bk)
 		return -EUCLEAN;
 	const struct dir_index *ix = dir_index_of(fs, *block, bk);
@@ -233,7 +201,7 @@ static int split(struct kura_fs *fs, uint64_t dino, uint64_t i)
 {
 	const struct kura_inode *dip = dir_inode(fs, dino);
 	uint64_t ob;
-	const struct kura_bucket *bk = bucket_at(fs, dip, i, &ob);
+	const struct kura_bucket *bk = dir_bucket_at(fs, dip, i, &ob);
 	if (!bk)
 		return -EUCLEAN;
 	unsigned d = bk->depth;
@@ -307,7 +275,7 @@ int dir_add(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uin
 		dip = dir_inode(fs, dino);
 		uint64_t i = h & mask_of(dip);
 		uint64_t b;
-		const struct kura_bucket *bk = bucket_at(fs, dip, i, &b);
+		const struct kura_bucket *bk = dir_bucket_at(fs, dip, i, &b);
 		if (!bk)
 			return -EUCLEAN;
 		if (bk->used + rl <= BUCKET_SPACE) {
@@ -385,14 +353,14 @@ static int merge(struct kura_fs *fs, uint64_t dino, uint64_t i)
 	for (;;) {
 		const struct kura_inode *dip = dir_inode(fs, dino);
 		uint64_t b, bb;
-		const struct kura_bucket *bk = bucket_at(fs, dip, i, &b);
+		const struct kura_bucket *bk = dir_bucket_at(fs, dip, i, &b);
 		if (!bk)
 			return -EUCLEAN;
 		unsigned d = bk->depth;
 		if (d == 0)
 			break;
 		uint64_t bit = 1ull << (d - 1);
-		const struct kura_bucket *buddy = bucket_at(fs, dip, i ^ bit, &bb);
+		const struct kura_bucket *buddy = dir_bucket_at(fs, dip, i ^ bit, &bb);
 		if (!buddy || buddy->depth != d || bb == b || !dir_can_merge(bk->used, buddy->used))
 			break;
 		deepest |= d == dip->dir_depth;
@@ -523,7 +491,7 @@ int dir_empty_check(const struct kura_fs *fs, const struct kura_inode *dip)
 	/* The count is the pool's word: a damaged one must not let rmdir free
 	 * buckets that still name inodes. */
 	for (uint64_t i = 0; i < (1ull << dip->dir_depth); i++) {
-		const struct kura_bucket *bk = bucket_at(fs, dip, i, NULL);
+		const struct kura_bucket *bk = dir_bucket_at(fs, dip, i, NULL);
 		if (!bk || bk->used || bk->count)
 			return -EUCLEAN;
 	}
@@ -542,7 +510,7 @@ void dir_release(struct kura_fs *fs, uint64_t dino)
 	uint64_t n = 1ull << dip->dir_depth;
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t b;
-		const struct kura_bucket *bk = bucket_at(fs, dip, i, &b);
+		const struct kura_bucket *bk = dir_bucket_at(fs, dip, i, &b);
 		/* A bucket of local depth d first appears at slot i < 2^d. */
 		if (bk && i < (1ull << bk->depth)) {
 			dir_index_drop(fs, b);
@@ -555,103 +523,4 @@ void dir_release(struct kura_fs *fs, uint64_t dino)
 	INO_SET(fs, dino, dir_depth, 0);
 	INO_SET(fs, dino, size, 0);
 	INO_SET(fs, dino, blocks, 0);
-}
-
-int dir_next(const struct kura_fs *fs, const struct kura_inode *dip, uint64_t *cookie, struct dir_entry *out)
-{
-	uint64_t c = *cookie;
-	if (!dip->root)
-		return 0;
-	/* Each pass either returns or moves c past one bucket's range, and a
-	 * range is at least 2^(62-DIR_MAX_DEPTH) keys: the loop is bounded even
-	 * on a damaged directory. */
-	while (c < DIR_COOKIE_END) {
-		const struct kura_bucket *bk = bucket_at(fs, dip, hash_of(c) & mask_of(dip), NULL);
-		if (!bk)
-			return -EUCLEAN;
-		const struct kura_dirent_disk *e, *best = NULL;
-		uint64_t best_key = 0;
-		int bad = 0;
-		FOR_EACH_ENTRY(bk, pos, e, bad)
-		{
-			uint64_t k = key_of(e->hash & HASH_MASK);
-			if (k >= c && (!best || k < best_key)) {
-				best = e;
-				best_key = k;
-			}
-		}
-		if (bad)
-			return -EUCLEAN;
-		if (best) {
-			out->ino = best->ino;
-			out->type = best->type;
-			out->name_len = best->name_len;
-			memcpy(out->name, best->name, best->name_len);
-			out->name[best->name_len] = 0;
-			*cookie = best_key + 1;
-			return 1;
-		}
-		unsigned shift = 62 - bk->depth;
-		c = ((c >> shift) + 1) << shift;
-	}
-	*cookie = DIR_COOKIE_END;
-	return 0;
-}
-
-/* The most entries a bucket can hold: each takes a head and a name of one
- * byte at least. */
-#define BUCKET_ENTRIES_MAX (BUCKET_SPACE / dirent_reclen(1))
-
-struct keyed_entry {
-	uint64_t key;
-	uint32_t pos;
-};
-
-static int by_key(const void *a, const void *b)
-{
-	uint64_t x = ((const struct keyed_entry *)a)->key, y = ((const struct keyed_entry *)b)->key;
-	return x < y ? -1 : x > y;
-}
-
-int dir_next_batch(const struct kura_fs *fs, const struct kura_inode *dip, uint64_t cookie, struct dir_entry *out,
-		   uint64_t *keys, int max)
-{
-	uint64_t c = cookie;
-	if (!dip->root || max < 1)
-		return 0;
-	/* Bounded as dir_next's loop is. */
-	while (c < DIR_COOKIE_END) {
-		const struct kura_bucket *bk = bucket_at(fs, dip, hash_of(c) & mask_of(dip), NULL);
-		if (!bk)
-			return -EUCLEAN;
-		struct keyed_entry found[BUCKET_ENTRIES_MAX];
-		int n = 0, bad = 0;
-		const struct kura_dirent_disk *e;
-		FOR_EACH_ENTRY(bk, pos, e, bad)
-		{
-			uint64_t k = key_of(e->hash & HASH_MASK);
-			if (k >= c && n < (int)BUCKET_ENTRIES_MAX)
-				found[n++] = (struct keyed_entry){ k, pos };
-		}
-		if (bad)
-			return -EUCLEAN;
-		if (n) {
-			qsort(found, (size_t)n, sizeof *found, by_key);
-			if (n > max)
-				n = max;
-			for (int i = 0; i < n; i++) {
-				e = entry_at(bk, found[i].pos);
-				out[i].ino = e->ino;
-				out[i].type = e->type;
-				out[i].name_len = e->name_len;
-				memcpy(out[i].name, e->name, e->name_len);
-				out[i].name[e->name_len] = 0;
-				keys[i] = found[i].key;
-			}
-			return n;
-		}
-		unsigned shift = 62 - bk->depth;
-		c = ((c >> shift) + 1) << shift;
-	}
-	return 0;
 }
