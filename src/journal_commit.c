@@ -135,8 +135,7 @@ int journal_commit(struct journal *j, const struct jtx *t)
 		int r = commit_lazy(j, t);
 		if (r <= 0)
 			return r;
-	} else if (__atomic_load_n(&j->ctl->pend_n, __ATOMIC_ACQUIRE) &&
-		   kura_fault != FAULT_MIXED_UNSEALED) { /* an injected bug: crash tests only */
+	} else if (journal_pending(j) && kura_fault != FAULT_MIXED_UNSEALED) { /* an injected bug: crash tests only */
 		/* A process in fsync mode left changes pending: they come
 		 * before this one, so they go into a record first (a crash must
 		 * not keep this change and lose one it may build on). */
@@ -229,6 +228,17 @@ static void wait_for_committers(struct journal *j)
  * A committer alone never waits (its flushes take one record), and one
  * that stops costs one wait of GROUP_DELAY_NS before the batch shrinks. */
 #define GROUP_DELAY_NS 40000u
+
+/* One turn of a bounded wait for another committer, who may need this
+ * core: a pause, and every 64th turn the CPU given up. */
+static void spin_turn(unsigned turn)
+{
+	if (turn % 64 == 63)
+		sched_yield();
+	else
+		__builtin_ia32_pause();
+}
+
 static void wait_for_batch(struct journal *j)
 {
 	struct jctl *c = j->ctl;
@@ -238,10 +248,7 @@ static void wait_for_batch(struct journal *j)
 	uint64_t until = now_ns() + GROUP_DELAY_NS;
 	for (unsigned spins = 0;
 	     __atomic_load_n(&c->published, __ATOMIC_ACQUIRE) - c->flushed < want && now_ns() < until; spins++)
-		if (spins % 64 == 63)
-			sched_yield(); /* the committer waited for may need this core */
-		else
-			__builtin_ia32_pause();
+		spin_turn(spins);
 }
 
 /* With the flush mutex: the staged records not yet durable, one write and
@@ -348,10 +355,7 @@ static int spin_until_flushed(struct journal *j, uint32_t seq)
 	for (unsigned spins = 0; now_ns() < until; spins++) {
 		if (__atomic_load_n(&j->ctl->flush_seq, __ATOMIC_ACQUIRE) != seq)
 			return 1;
-		if (spins % 64 == 63)
-			sched_yield();
-		else
-			__builtin_ia32_pause();
+		spin_turn(spins);
 	}
 	return 0;
 }

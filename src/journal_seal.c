@@ -304,7 +304,7 @@ int journal_sync_due(const struct journal *j)
 int journal_seal(struct journal *j)
 {
 	/* In op mode too: a process in fsync mode may share the pool. */
-	return __atomic_load_n(&j->ctl->pend_n, __ATOMIC_ACQUIRE) ? jn_seal(j, NULL) : 0;
+	return journal_pending(j) ? jn_seal(j, NULL) : 0;
 }
 
 int journal_pending(const struct journal *j)
