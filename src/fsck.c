@@ -478,7 +478,7 @@ static int run_check(struct check *c, int repair)
 			problem(c, "inode block %llu: every slot free while other slots are free too (leaked)",
 				(unsigned long long)b);
 			if (repair && fs_begin(fs) == 0) {
-				if (inode_block_reclaim(fs, b))
+				if (inode_block_reclaim(fs, b, 0))
 					clear_bit(c->used, b);
 				fs_end(fs, 0);
 			}

@@ -122,9 +122,21 @@ int inode_alloc(struct kura_fs *fs, mode_t mode, uint64_t *out)
 	return fs->tx.err;
 }
 
-int inode_block_reclaim(struct kura_fs *fs, uint64_t block)
+/* Whether the slot next to ino on either side within its block holds an
+ * inode.  Files made together are deleted together, in the order made or
+ * the reverse, so a block still in use nearly always shows it right beside
+ * the slot just freed, sparing the walk over all 32 of them. */
+static int neighbour_in_use(const struct kura_fs *fs, uint64_t ino)
+{
+	unsigned at = (unsigned)(ino % INODES_PER_BLOCK);
+	return (at + 1 < INODES_PER_BLOCK && slot_at(fs, ino + 1)->mode) || (at > 0 && slot_at(fs, ino - 1)->mode);
+}
+
+int inode_block_reclaim(struct kura_fs *fs, uint64_t block, uint64_t freed)
 {
 	uint64_t first = block_off(block) >> INODE_SHIFT;
+	if (freed && neighbour_in_use(fs, freed))
+		return 0;
 	/* Every slot free and properly linked; and some free slot elsewhere,
 	 * so a create right after a delete does not carve a new block (the
 	 * list is walked at most one block's length to find one). */
@@ -179,9 +191,9 @@ void inode_free(struct kura_fs *fs, uint64_t ino)
 	 * is not needed any more.  So an empty inode block only ever exists
 	 * holding every free slot, which fsck checks. */
 	uint64_t own = ino_off(ino) >> KURA_BLOCK_SHIFT;
-	inode_block_reclaim(fs, own);
+	inode_block_reclaim(fs, own, ino);
 	if (slot_valid(fs, head) && ino_off(head) >> KURA_BLOCK_SHIFT != own)
-		inode_block_reclaim(fs, ino_off(head) >> KURA_BLOCK_SHIFT);
+		inode_block_reclaim(fs, ino_off(head) >> KURA_BLOCK_SHIFT, 0);
 }
 
 void orphan_add(struct kura_fs *fs, uint64_t ino)

@@ -52,8 +52,9 @@ void orphan_remove(struct kura_fs *fs, uint64_t ino);
 void inode_free(struct kura_fs *fs, uint64_t ino);
 /* Gives an inode block whose slots are all free back to the allocator; 1 if
  * it did (not when its slots are the only free ones, or the list around them
- * is damaged). */
-int inode_block_reclaim(struct kura_fs *fs, uint64_t block);
+ * is damaged).  freed: the slot of it just freed, whose neighbours are
+ * looked at first (0: none). */
+int inode_block_reclaim(struct kura_fs *fs, uint64_t block, uint64_t freed);
 int inode_link_back(struct kura_fs *fs, uint64_t *cursor, uint64_t *prev, uint64_t max);
 
 enum { TOUCH_A = 1, TOUCH_M = 2, TOUCH_C = 4 };
