@@ -65,11 +65,17 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 		return -ENAMETOOLONG;
 	if (plen == 0)
 		return -ENOENT;
-	memcpy(buf[0], path, plen + 1);
-	char *p = buf[0];
+	/* The path itself until a symlink is spliced into a buffer. */
+	const char *p = path;
 	uint64_t root = fs->sb->root_ino;
 	uint64_t cur = start ? start : root;
-	memset(w, 0, sizeof *w);
+	/* Field by field: the name buffer is filled before it is read, and
+	 * clearing it costs a walk more than the rest of a short path. */
+	w->dir = w->ino = 0;
+	w->type = 0;
+	w->len = 0;
+	w->name[0] = '\0';
+	w->dot = w->trailing_slash = w->toolong = 0;
 	for (;;) {
 		if (*p == '/') {
 			cur = root;
@@ -90,7 +96,7 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 		}
 		if (!S_ISDIR(dip->mode))
 			return -ENOTDIR;
-		char *name = p;
+		const char *name = p;
 		while (*p && *p != '/')
 			p++;
 		size_t len = (size_t)(p - name);
@@ -161,7 +167,8 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 			if (tl + 1 + rest + (slash ? 1 : 0) >= sizeof buf[0])
 				return -ENAMETOOLONG;
 			nb[tl] = '/';
-			memmove(nb + tl + 1, p, rest + 1);
+			memmove(nb + tl + 1, p, rest);
+			nb[tl + 1 + rest] = 0; /* p may be the caller's, changing under us */
 			if (last && !slash)
 				nb[tl] = 0;
 			if (fs->host_prefix) {
