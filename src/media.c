@@ -140,24 +140,6 @@ const char *media_kind_name(const struct media *m)
 	return m->kind == KURA_PERSIST_FILE ? "file" : m->kind == KURA_PERSIST_MEMORY ? "memory" : "pmem";
 }
 
-static inline void trace(struct media *m, enum media_event ev, uint64_t off, const void *data, uint64_t len)
-{
-	if (m->tracer.event)
-		m->tracer.event(m->tracer.ctx, ev, off, data, len);
-}
-
-void media_store(struct media *m, uint64_t off, const void *src, size_t len)
-{
-	trace(m, MEDIA_STORE, off, src, len);
-	memcpy(m->base + off, src, len);
-}
-
-void media_store64(struct media *m, uint64_t off, uint64_t value)
-{
-	trace(m, MEDIA_STORE64, off, &value, 8);
-	__atomic_store_n((uint64_t *)(m->base + off), value, __ATOMIC_RELEASE);
-}
-
 void media_memset(struct media *m, uint64_t off, int c, size_t len)
 {
 	if (m->tracer.event) {
@@ -165,7 +147,7 @@ void media_memset(struct media *m, uint64_t off, int c, size_t len)
 		memset(buf, c, sizeof buf);
 		for (size_t done = 0; done < len;) {
 			size_t n = len - done < sizeof buf ? len - done : sizeof buf;
-			trace(m, MEDIA_STORE, off + done, buf, n);
+			media_trace(m, MEDIA_STORE, off + done, buf, n);
 			done += n;
 		}
 	}
@@ -202,11 +184,11 @@ static void file_note_dirty(struct media *m, uint64_t off, size_t len)
 	m->ndirty++;
 }
 
-void media_flush(struct media *m, uint64_t off, size_t len)
+void media_flush_slow(struct media *m, uint64_t off, size_t len)
 {
 	if (!len)
 		return;
-	trace(m, MEDIA_FLUSH, off, NULL, len);
+	media_trace(m, MEDIA_FLUSH, off, NULL, len);
 	if (m->kind == KURA_PERSIST_FILE && m->disk_fd < 0) {
 		file_note_dirty(m, off, len);
 		return;
@@ -233,7 +215,7 @@ static void stream_copy(char *dst, const char *src, size_t len)
 
 void media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len)
 {
-	trace(m, MEDIA_NT, off, src, len);
+	media_trace(m, MEDIA_NT, off, src, len);
 	char *dst = m->base + off;
 	if (((uintptr_t)dst & 15) == 0 && (len & 15) == 0 && (m->kind != KURA_PERSIST_FILE || m->disk_fd >= 0) &&
 	    !m->fresh_cached) {
@@ -247,10 +229,10 @@ void media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len)
 	m->tracer = saved;
 }
 
-void media_fence(struct media *m)
+void media_fence_slow(struct media *m)
 {
 	if (m->kind == KURA_PERSIST_FILE && m->disk_fd < 0) {
-		trace(m, MEDIA_FENCE, 0, m->dirty, m->ndirty); /* what msync will write */
+		media_trace(m, MEDIA_FENCE, 0, m->dirty, m->ndirty); /* what msync will write */
 		for (size_t i = 0; i < m->ndirty; i++)
 			if (msync(m->base + m->dirty[i].start, m->dirty[i].end - m->dirty[i].start, MS_SYNC) &&
 			    !m->io_err)
@@ -258,7 +240,7 @@ void media_fence(struct media *m)
 		m->ndirty = 0;
 		return;
 	}
-	trace(m, MEDIA_FENCE, 0, NULL, 0);
+	media_trace(m, MEDIA_FENCE, 0, NULL, 0);
 	if (m->kind != KURA_PERSIST_PMEM) {
 		asm volatile("" ::: "memory");
 		return;
@@ -268,7 +250,7 @@ void media_fence(struct media *m)
 
 void media_mark(struct media *m, uint64_t kind, uint64_t arg)
 {
-	trace(m, MEDIA_MARK, kind, NULL, arg);
+	media_trace(m, MEDIA_MARK, kind, NULL, arg);
 }
 
 int media_map_copy(struct media *m, int fd, uint64_t map_size, uint64_t pool_size, int disk_fd)
@@ -318,7 +300,7 @@ static int write_all(struct media *m, int fd, uint64_t off, const void *src, siz
 
 int media_disk_write(struct media *m, uint64_t off, const void *src, size_t len)
 {
-	trace(m, MEDIA_DISK_WRITE, off, src, len);
+	media_trace(m, MEDIA_DISK_WRITE, off, src, len);
 	return write_all(m, m->disk_fd, off, src, len);
 }
 
@@ -328,9 +310,9 @@ int media_disk_write_sync(struct media *m, uint64_t off, const void *src, size_t
 	 * write is (the device flush it ends with covers none of the page
 	 * cache's dirty pages); the fallback, an fdatasync, syncs more, but
 	 * the crash explorer must find a caller that counts on that. */
-	trace(m, MEDIA_DISK_WRITE, off, src, len);
+	media_trace(m, MEDIA_DISK_WRITE, off, src, len);
 	if (kura_fault != FAULT_DROP_SYNC)
-		trace(m, MEDIA_DISK_SYNC, off, NULL, len);
+		media_trace(m, MEDIA_DISK_SYNC, off, NULL, len);
 	if (m->dio_fd < 0 || kura_fault == FAULT_DROP_SYNC) {
 		int err = write_all(m, m->disk_fd, off, src, len);
 		if (err || kura_fault == FAULT_DROP_SYNC)
@@ -350,7 +332,7 @@ int media_disk_sync(struct media *m)
 	/* FAULT_DROP_SYNC: an injected bug (crash tests only) */
 	if (kura_fault == FAULT_DROP_SYNC)
 		return 0;
-	trace(m, MEDIA_DISK_SYNC, 0, NULL, 0);
+	media_trace(m, MEDIA_DISK_SYNC, 0, NULL, 0);
 	if (fdatasync(m->disk_fd)) {
 		if (!m->io_err)
 			m->io_err = errno;

@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "kura.h"
 
 #define MEDIA_LINE 64u
@@ -77,12 +78,64 @@ static inline const void *media_ptr(const struct media *m, uint64_t off)
 	return m->base + off;
 }
 
-void media_store(struct media *m, uint64_t off, const void *src, size_t len);
-void media_store64(struct media *m, uint64_t off, uint64_t value);
+/* Stores, flushes and fences are inline: a metadata operation makes a few
+ * dozen, and on the memory back end (and a working copy) a flush or fence
+ * with no tracer is nothing at all, which a call would cost more than. */
+static inline void media_trace(struct media *m, enum media_event ev, uint64_t off, const void *data, uint64_t len)
+{
+	if (m->tracer.event)
+		m->tracer.event(m->tracer.ctx, ev, off, data, len);
+}
+
+static inline void media_store(struct media *m, uint64_t off, const void *src, size_t len)
+{
+	media_trace(m, MEDIA_STORE, off, src, len);
+	memcpy(m->base + off, src, len);
+}
+
+/* len a multiple of MEDIA_LINE, copied with fixed-size moves: for the line
+ * or two an undo record holds they beat the rep movs a variable-length
+ * copy compiles to. */
+static inline void media_store_lines(struct media *m, uint64_t off, const void *src, size_t len)
+{
+	media_trace(m, MEDIA_STORE, off, src, len);
+	for (size_t i = 0; i < len; i += MEDIA_LINE)
+		memcpy(m->base + off + i, (const char *)src + i, MEDIA_LINE);
+}
+
+static inline void media_store64(struct media *m, uint64_t off, uint64_t value)
+{
+	media_trace(m, MEDIA_STORE64, off, &value, 8);
+	__atomic_store_n((uint64_t *)(m->base + off), value, __ATOMIC_RELEASE);
+}
+
+/* Whether flushes and fences only order stores the CPU keeps in order
+ * anyway: no tracer to tell, no pmem line to write back, no page to msync. */
+static inline int media_flush_is_noop(const struct media *m)
+{
+	return !m->tracer.event &&
+	       (m->kind == KURA_PERSIST_MEMORY || (m->kind == KURA_PERSIST_FILE && m->disk_fd >= 0));
+}
+
+void media_flush_slow(struct media *m, uint64_t off, size_t len);
+void media_fence_slow(struct media *m);
+
+static inline void media_flush(struct media *m, uint64_t off, size_t len)
+{
+	if (!media_flush_is_noop(m))
+		media_flush_slow(m, off, len);
+}
+
+static inline void media_fence(struct media *m)
+{
+	if (media_flush_is_noop(m))
+		asm volatile("" ::: "memory");
+	else
+		media_fence_slow(m);
+}
+
 void media_memset(struct media *m, uint64_t off, int c, size_t len);
 void media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len);
-void media_flush(struct media *m, uint64_t off, size_t len);
-void media_fence(struct media *m);
 void media_mark(struct media *m, uint64_t kind, uint64_t arg);
 
 /* Set by crash tests before a mount: the tracer every media that mounts

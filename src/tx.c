@@ -243,6 +243,8 @@ void tx_begin(struct tx *t)
 		t->stamp = 1;
 	}
 	t->epoch = head_epoch(t);
+	t->track_lines = t->j || t->m->kind == KURA_PERSIST_PMEM;
+	t->nlines = 0;
 	media_mark(t->m, 'B', 0);
 }
 
@@ -319,13 +321,13 @@ static void append_record(struct tx *t, uint64_t off, uint32_t len)
 	struct kura_log_rec r = { .off = off, .epoch = t->epoch, .len = len };
 	if (t->ordered) {
 		r.len |= REC_ORDERED;
-		media_store(t->m, t->tail + sizeof r, media_ptr(t->m, off), len);
+		media_store_lines(t->m, t->tail + sizeof r, media_ptr(t->m, off), len);
 		__atomic_thread_fence(__ATOMIC_RELEASE); /* the compiler keeps the order; x86 does */
 		media_store(t->m, t->tail, &r, sizeof r);
 	} else {
 		r.crc = rec_crc(&r, media_ptr(t->m, off));
 		media_store(t->m, t->tail, &r, sizeof r);
-		media_store(t->m, t->tail + sizeof r, media_ptr(t->m, off), len);
+		media_store_lines(t->m, t->tail + sizeof r, media_ptr(t->m, off), len);
 	}
 	media_flush(t->m, t->tail, sizeof r + len);
 	t->tail += need;
@@ -368,12 +370,14 @@ static void note_and_snapshot(struct tx *t, uint64_t off, size_t len)
 {
 	for (uint64_t b = off >> KURA_BLOCK_SHIFT; b <= (off + len - 1) >> KURA_BLOCK_SHIFT && !t->err; b++) {
 		int fresh = t->fresh.n && tx_is_fresh(t, b), created;
+		if (fresh && !t->track_lines)
+			continue;
 		uint64_t *lines = set_get(fresh ? &t->dirty : &t->logged, t->stamp, b, &created);
 		if (!lines) {
 			tx_fail(t, -ENOMEM);
 			return;
 		}
-		if (created && list_changed(t, b))
+		if (created && t->track_lines && list_changed(t, b))
 			return;
 		uint64_t mask = line_mask(b, off, len), need = fresh ? 0 : mask & ~*lines;
 		*lines |= mask;
@@ -561,7 +565,7 @@ static int journal_stage(struct tx *t)
 
 int tx_commit(struct tx *t)
 {
-	if (!t->err && dirty_lines(t))
+	if (!t->err && t->track_lines && dirty_lines(t))
 		tx_fail(t, -ENOMEM);
 	if (t->err) {
 		int err = t->err;

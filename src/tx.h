@@ -42,6 +42,10 @@ struct tx {
 	int err;
 	int need_fence;            /* records written but not yet fenced */
 	int ordered;               /* records need no checksum (see REC_ORDERED in tx.c) */
+	/* Whether commit needs the changed lines (dirty_list, lines): pmem
+	 * flushes them, the journal records them.  On the memory back end
+	 * nothing does, and the logged set alone keeps lines logged once. */
+	int track_lines;
 	unsigned records;
 	/* block -> mask of its lines logged (which are its changed lines),
 	 * or changed though fresh (not logged); the fresh blocks */

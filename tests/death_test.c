@@ -15,9 +15,9 @@
  *
  * Linked with -Wl,--wrap=pwrite,--wrap=fdatasync: the dying process counts
  * its calls and raises SIGKILL at the chosen one.  On the memory back end,
- * which makes no system call, the points are its stores to the pool
- * (media_store and its kin, wrapped too): a death there may leave the
- * pool's mutex held mid-transaction, which the next taker rolls back.
+ * which makes no system call, the points are its stores to the pool (seen
+ * by a media tracer): a death there may leave the pool's mutex held
+ * mid-transaction, which the next taker rolls back.
  *
  * The same process is also stopped, not killed, just after it wrote a new
  * journal head in a checkpoint (before its copy counts the new epoch),
@@ -55,10 +55,6 @@
 
 ssize_t __real_pwrite(int fd, const void *buf, size_t n, off_t off);
 int __real_fdatasync(int fd);
-void __real_media_store(struct media *m, uint64_t off, const void *src, size_t len);
-void __real_media_store64(struct media *m, uint64_t off, uint64_t value);
-void __real_media_memset(struct media *m, uint64_t off, int c, size_t len);
-void __real_media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len);
 
 static long calls, die_at; /* in the dying process; die_at 0: count only */
 static int die_after;
@@ -110,28 +106,50 @@ int __wrap_fdatasync(int fd)
 	return r;
 }
 
-void __wrap_media_store(struct media *m, uint64_t off, const void *src, size_t len)
-{
-	AROUND(at_stores, __real_media_store(m, off, src, len));
-}
-
-void __wrap_media_store64(struct media *m, uint64_t off, uint64_t value)
-{
-	AROUND(at_stores, __real_media_store64(m, off, value));
-}
-
-void __wrap_media_memset(struct media *m, uint64_t off, int c, size_t len)
-{
-	AROUND(at_stores, __real_media_memset(m, off, c, len));
-}
-
-void __wrap_media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len)
-{
-	AROUND(at_stores, __real_media_copy_nt(m, off, src, len));
-}
-
 static struct kura_mount_opts opts = { .persist = KURA_PERSIST_FILE };
 static char pool[160];
+
+/* Where the dying process mapped the pool: the tracer is told offsets,
+ * and to die just after a store it makes the store itself. */
+static char *pool_base(void)
+{
+	static char *base;
+	char line[512];
+	FILE *f = base ? NULL : fopen("/proc/self/maps", "r");
+	while (f && fgets(line, sizeof line, f)) {
+		unsigned long lo, offset;
+		int path_at = 0;
+		if (sscanf(line, "%lx-%*x %*s %lx %*s %*s %n", &lo, &offset, &path_at) == 2 && path_at &&
+		    offset == 0 && !strncmp(line + path_at, pool, strlen(pool)) && line[path_at + strlen(pool)] == '\n') {
+			base = (char *)lo;
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	if (!base)
+		_exit(6);
+	return base;
+}
+
+/* The memory back end's stores are inline, so its points come from the
+ * media tracer, which sees every store to the pool before it lands. */
+static void store_point(void *ctx, enum media_event ev, uint64_t off, const void *data, uint64_t len)
+{
+	(void)ctx;
+	if (ev != MEDIA_STORE && ev != MEDIA_STORE64 && ev != MEDIA_NT)
+		return;
+	call_point(0);
+	if (die_at && calls == die_at && die_after) {
+		char *dst = pool_base() + off;
+		if (ev == MEDIA_STORE64)
+			__atomic_store_n((uint64_t *)dst, *(const uint64_t *)data, __ATOMIC_RELEASE);
+		else
+			memcpy(dst, data, len);
+		call_point(1);
+	}
+}
+
 
 static size_t size_of(int i)
 {
@@ -252,6 +270,8 @@ static void workload(kura_fs *fs)
 static void dying_process(void)
 {
 	int e = 0;
+	if (at_stores)
+		media_mount_tracer.event = store_point;
 	kura_fs *fs = kura_mount(pool, &opts, &e);
 	if (!fs)
 		_exit(2);
