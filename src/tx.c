@@ -14,7 +14,8 @@ static inline uint64_t block_start(uint64_t b)
 
 /* ---- a map of u64 keys to 64-bit masks, emptied by bumping a stamp ---- */
 
-static size_t slot_of(uint64_t k, size_t cap)
+/* Key, mask and stamp side by side: a probe reads one line, not three. */
+static inline size_t slot_of(uint64_t k, size_t cap)
 {
 	k *= 0x9e3779b97f4a7c15ull;
 	return (size_t)(k >> 17) & (cap - 1);
@@ -23,66 +24,53 @@ static size_t slot_of(uint64_t k, size_t cap)
 static int set_grow(struct u64set *s, uint32_t stamp)
 {
 	size_t cap = s->cap ? s->cap * 2 : 256;
-	uint64_t *keys = calloc(cap, sizeof *keys), *vals = calloc(cap, sizeof *vals);
-	uint32_t *stamps = calloc(cap, sizeof *stamps);
-	if (!keys || !stamps || !vals) {
-		free(keys);
-		free(vals);
-		free(stamps);
+	struct u64set_entry *e = calloc(cap, sizeof *e);
+	if (!e)
 		return -ENOMEM;
-	}
 	for (size_t i = 0; i < s->cap; i++) {
-		if (s->stamps[i] != stamp)
+		if (s->e[i].stamp != stamp)
 			continue;
-		size_t j = slot_of(s->keys[i], cap);
-		while (stamps[j] == stamp)
+		size_t j = slot_of(s->e[i].key, cap);
+		while (e[j].stamp == stamp)
 			j = (j + 1) & (cap - 1);
-		keys[j] = s->keys[i];
-		vals[j] = s->vals[i];
-		stamps[j] = stamp;
+		e[j] = s->e[i];
 	}
-	free(s->keys);
-	free(s->vals);
-	free(s->stamps);
-	s->keys = keys;
-	s->vals = vals;
-	s->stamps = stamps;
+	free(s->e);
+	s->e = e;
 	s->cap = cap;
 	return 0;
 }
 
 /* The mask of key k; with created, adds k (mask 0) if absent and says so.
- * NULL if absent (or out of memory when adding). */
-static uint64_t *set_get(struct u64set *s, uint32_t stamp, uint64_t k, int *created)
+ * NULL if absent (or out of memory when adding).  Inline: every line an
+ * operation logs asks it once. */
+static inline uint64_t *set_get(struct u64set *s, uint32_t stamp, uint64_t k, int *created)
 {
 	if (created) {
 		*created = 0;
-		if ((s->n + 1) * 2 > s->cap && set_grow(s, stamp))
+		if (__builtin_expect((s->n + 1) * 2 > s->cap, 0) && set_grow(s, stamp))
 			return NULL;
 	} else if (!s->cap) {
 		return NULL;
 	}
 	for (size_t j = slot_of(k, s->cap);; j = (j + 1) & (s->cap - 1)) {
-		if (s->stamps[j] != stamp) {
+		struct u64set_entry *e = &s->e[j];
+		if (e->stamp != stamp) {
 			if (!created)
 				return NULL;
-			s->stamps[j] = stamp;
-			s->keys[j] = k;
-			s->vals[j] = 0;
+			*e = (struct u64set_entry){ .key = k, .val = 0, .stamp = stamp };
 			s->n++;
 			*created = 1;
-			return &s->vals[j];
+			return &e->val;
 		}
-		if (s->keys[j] == k)
-			return &s->vals[j];
+		if (e->key == k)
+			return &e->val;
 	}
 }
 
 static void set_free(struct u64set *s)
 {
-	free(s->keys);
-	free(s->vals);
-	free(s->stamps);
+	free(s->e);
 	memset(s, 0, sizeof *s);
 }
 
@@ -335,12 +323,9 @@ static void append_record(struct tx *t, uint64_t off, uint32_t len)
 	t->need_fence = 1;
 }
 
-/* The lines of block b that [off, off+len) touches, as a mask. */
-static uint64_t line_mask(uint64_t b, uint64_t off, size_t len)
+/* Lines first..last (numbers within one block, 0..63) as a mask. */
+static inline uint64_t line_mask(unsigned first, unsigned last)
 {
-	uint64_t lo = off > block_start(b) ? off : block_start(b);
-	uint64_t hi = off + len < block_start(b + 1) ? off + len : block_start(b + 1);
-	unsigned first = (unsigned)(lo % KURA_BLOCK / MEDIA_LINE), last = (unsigned)((hi - 1) % KURA_BLOCK / MEDIA_LINE);
 	return (last == 63 ? ~0ull : (2ull << last) - 1) & ~((1ull << first) - 1);
 }
 
@@ -360,15 +345,16 @@ static int list_changed(struct tx *t, uint64_t b)
 	return 0;
 }
 
-/* Notes the lines of [off, off+len) as changed, and snapshots those not
- * yet logged, as runs of adjacent lines so one record covers a run.  Lines
- * are tracked as a mask per block: one lookup for a write however many
- * lines it spans.  A block's changed lines are its logged ones (each is
- * logged before it changes), so one set holds both; a fresh block, which
- * needs no snapshot, has its changed lines in another. */
-static void note_and_snapshot(struct tx *t, uint64_t off, size_t len)
+/* Notes lines first..last (pool line numbers) as changed, and snapshots
+ * those not yet logged, as runs of adjacent lines so one record covers a
+ * run.  Lines are tracked as a mask per block: one lookup for a write
+ * however many lines it spans.  A block's changed lines are its logged
+ * ones (each is logged before it changes), so one set holds both; a fresh
+ * block, which needs no snapshot, has its changed lines in another. */
+static void note_and_snapshot(struct tx *t, uint64_t first, uint64_t last)
 {
-	for (uint64_t b = off >> KURA_BLOCK_SHIFT; b <= (off + len - 1) >> KURA_BLOCK_SHIFT && !t->err; b++) {
+	const unsigned per_block = KURA_BLOCK / MEDIA_LINE;
+	for (uint64_t b = first / per_block; b <= last / per_block; b++) {
 		int fresh = t->fresh.n && tx_is_fresh(t, b), created;
 		if (fresh && !t->track_lines)
 			continue;
@@ -379,15 +365,19 @@ static void note_and_snapshot(struct tx *t, uint64_t off, size_t len)
 		}
 		if (created && t->track_lines && list_changed(t, b))
 			return;
-		uint64_t mask = line_mask(b, off, len), need = fresh ? 0 : mask & ~*lines;
+		uint64_t mask = line_mask(b == first / per_block ? (unsigned)(first % per_block) : 0,
+					  b == last / per_block ? (unsigned)(last % per_block) : per_block - 1);
+		uint64_t need = fresh ? 0 : mask & ~*lines;
 		*lines |= mask;
 		while (need) {
-			unsigned first = (unsigned)__builtin_ctzll(need);
-			uint64_t run = need >> first;
-			unsigned n = ~run ? (unsigned)__builtin_ctzll(~run) : 64 - first;
-			append_record(t, block_start(b) + first * MEDIA_LINE, n * MEDIA_LINE);
-			need &= n + first >= 64 ? 0 : ~0ull << (first + n);
+			unsigned at = (unsigned)__builtin_ctzll(need);
+			uint64_t run = need >> at;
+			unsigned n = ~run ? (unsigned)__builtin_ctzll(~run) : 64 - at;
+			append_record(t, block_start(b) + at * MEDIA_LINE, n * MEDIA_LINE);
+			need &= n + at >= 64 ? 0 : ~0ull << (at + n);
 		}
+		if (t->err)
+			return;
 	}
 }
 
@@ -422,44 +412,32 @@ static int dirty_lines(struct tx *t)
 }
 
 /* The snapshot must be durable before the line it protects may change. */
-static int prepare(struct tx *t, uint64_t off, size_t len)
+int tx_prepare(struct tx *t, uint64_t off, size_t len)
 {
 	if (!len || t->err)
 		return 0;
 	/* Operations write the same few lines again and again (an inode's
 	 * fields, a bucket's head): a line prepared lately is logged (or
 	 * fresh) and listed dirty already, so skip both set lookups. */
-	uint64_t line = off / MEDIA_LINE;
+	uint64_t line = off / MEDIA_LINE, last = (off + len - 1) / MEDIA_LINE;
 	struct tx_recent *rc = &t->recent[line % TX_RECENT];
-	if ((off + len - 1) / MEDIA_LINE == line && rc->line == line + 1 && rc->stamp == t->stamp)
+	if (last == line && rc->line == line + 1 && rc->stamp == t->stamp)
 		return 1;
-	note_and_snapshot(t, off, len);
+	note_and_snapshot(t, line, last);
 	if (t->err)
 		return 0;
 	if (t->need_fence) {
 		media_fence(t->m);
 		t->need_fence = 0;
 	}
-	for (uint64_t l = line; l <= (off + len - 1) / MEDIA_LINE; l++)
+	for (uint64_t l = line; l <= last; l++)
 		t->recent[l % TX_RECENT] = (struct tx_recent){ .line = l + 1, .stamp = t->stamp };
 	return 1;
 }
 
-void tx_write(struct tx *t, uint64_t off, const void *src, size_t len)
-{
-	if (prepare(t, off, len))
-		media_store(t->m, off, src, len);
-}
-
-void tx_write64(struct tx *t, uint64_t off, uint64_t value)
-{
-	if (prepare(t, off, 8))
-		media_store64(t->m, off, value);
-}
-
 void tx_memset(struct tx *t, uint64_t off, int c, size_t len)
 {
-	if (prepare(t, off, len))
+	if (tx_prepare(t, off, len))
 		media_memset(t->m, off, c, len);
 }
 

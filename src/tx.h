@@ -25,8 +25,10 @@
 #include "media.h"
 
 struct u64set {
-	uint64_t *keys, *vals;
-	uint32_t *stamps;
+	struct u64set_entry {
+		uint64_t key, val;
+		uint32_t stamp;    /* the entry is in the set while this is the set's stamp */
+	} *e;
 	size_t cap, n;
 };
 
@@ -88,8 +90,21 @@ int tx_recover(struct tx *t);
 /* The undo log's current epoch (journal_repair needs it). */
 uint64_t tx_head_epoch(struct tx *t);
 void tx_begin(struct tx *t);
-void tx_write(struct tx *t, uint64_t off, const void *src, size_t len);
-void tx_write64(struct tx *t, uint64_t off, uint64_t value);
+/* Logs what [off, off+len) held unless this transaction has already;
+ * 1 when the range may now change, 0 after an error (then it must not). */
+int tx_prepare(struct tx *t, uint64_t off, size_t len);
+/* Inline so that the copy of a field of known size is a move or two. */
+static inline void tx_write(struct tx *t, uint64_t off, const void *src, size_t len)
+{
+	if (tx_prepare(t, off, len))
+		media_store(t->m, off, src, len);
+}
+
+static inline void tx_write64(struct tx *t, uint64_t off, uint64_t value)
+{
+	if (tx_prepare(t, off, 8))
+		media_store64(t->m, off, value);
+}
 void tx_memset(struct tx *t, uint64_t off, int c, size_t len);
 /* Copies into a fresh block, bypassing the cache; durable at commit. */
 void tx_copy_fresh(struct tx *t, uint64_t off, const void *src, size_t len);
