@@ -149,8 +149,30 @@ int inode_block_reclaim(struct kura_fs *fs, uint64_t block, uint64_t freed)
 		ino = slot_at(fs, ino)->link;
 	if (!ino || steps > INODES_PER_BLOCK)
 		return 0;
-	for (unsigned i = 0; i < INODES_PER_BLOCK; i++)
-		slot_unlink(fs, first + i);
+	/* The slots leave the list a run at a time: a run of them adjacent in
+	 * the list is bridged by its outside neighbours alone, since the
+	 * slots themselves go with the block.  Slots freed one after another
+	 * form one run, so this is two writes, not two per slot. */
+	for (unsigned i = 0; i < INODES_PER_BLOCK; i++) {
+		const struct kura_inode *s = slot_at(fs, first + i);
+		if (s->prev >= first && s->prev < first + INODES_PER_BLOCK)
+			continue; /* inside a run that starts at another slot */
+		uint64_t end = first + i;
+		/* slot_linked vouched for every link: a run ends within 32 steps */
+		for (unsigned n = 0; n < INODES_PER_BLOCK; n++) {
+			uint64_t next = slot_at(fs, end)->link;
+			if (next < first || next >= first + INODES_PER_BLOCK)
+				break;
+			end = next;
+		}
+		uint64_t before = s->prev, after = slot_at(fs, end)->link;
+		if (before)
+			tx_write64(&fs->tx, INO_FIELD_OFF(before, link), after);
+		else
+			tx_write64(&fs->tx, STATE_OFF(inode_free), after);
+		if (after)
+			tx_write64(&fs->tx, INO_FIELD_OFF(after, prev), before);
+	}
 	alloc_free(fs, block);
 	return 1;
 }
