@@ -85,16 +85,22 @@ static int slot_linked(const struct kura_fs *fs, uint64_t ino)
 	return !s->link || (slot_valid(fs, s->link) && slot_at(fs, s->link)->prev == ino);
 }
 
+/* Links free slots before and after to each other (0: the list's head,
+ * its end), leaving out whatever lay between them. */
+static void bridge(struct kura_fs *fs, uint64_t before, uint64_t after)
+{
+	if (before)
+		tx_write64(&fs->tx, INO_FIELD_OFF(before, link), after);
+	else
+		tx_write64(&fs->tx, STATE_OFF(inode_free), after);
+	if (after)
+		tx_write64(&fs->tx, INO_FIELD_OFF(after, prev), before);
+}
+
 static void slot_unlink(struct kura_fs *fs, uint64_t ino)
 {
 	const struct kura_inode *s = slot_at(fs, ino);
-	uint64_t prev = s->prev, next = s->link;
-	if (prev)
-		tx_write64(&fs->tx, INO_FIELD_OFF(prev, link), next);
-	else
-		tx_write64(&fs->tx, STATE_OFF(inode_free), next);
-	if (next)
-		tx_write64(&fs->tx, INO_FIELD_OFF(next, prev), prev);
+	bridge(fs, s->prev, s->link);
 }
 
 int inode_alloc(struct kura_fs *fs, mode_t mode, uint64_t *out)
@@ -165,13 +171,7 @@ int inode_block_reclaim(struct kura_fs *fs, uint64_t block, uint64_t freed)
 				break;
 			end = next;
 		}
-		uint64_t before = s->prev, after = slot_at(fs, end)->link;
-		if (before)
-			tx_write64(&fs->tx, INO_FIELD_OFF(before, link), after);
-		else
-			tx_write64(&fs->tx, STATE_OFF(inode_free), after);
-		if (after)
-			tx_write64(&fs->tx, INO_FIELD_OFF(after, prev), before);
+		bridge(fs, s->prev, slot_at(fs, end)->link);
 	}
 	alloc_free(fs, block);
 	return 1;
