@@ -391,6 +391,15 @@ static int merge(struct kura_fs *fs, uint64_t dino, uint64_t i)
 	return fs->tx.err;
 }
 
+/* A name of this type goes or changes: a remembered walk may have gone
+ * through it if it is a directory (or a symlink, or damage saying
+ * neither). */
+static void walks_changed(const struct kura_fs *fs, unsigned type)
+{
+	if (type != DT_REG)
+		dir_index_walks_drop(fs);
+}
+
 /* Whether bk's last entry starts at last, given an entry's place at: the
  * index knows, else a walk from there (which also refuses entries that do
  * not end at the bucket's end: damage, where only the tail's shift is
@@ -419,6 +428,7 @@ int dir_remove(struct kura_fs *fs, uint64_t dino, const char *name, size_t len)
 	if (err)
 		return err;
 	const struct kura_bucket *bk = block_ptr(fs, b);
+	walks_changed(fs, entry_at(bk, at)->type);
 	uint32_t rl = dirent_reclen(entry_at(bk, at)->name_len);
 	uint32_t tail = bk->used - at - rl;
 	uint64_t base = block_off(b) + sizeof *bk;
@@ -473,6 +483,8 @@ int dir_retarget(struct kura_fs *fs, uint64_t dino, const char *name, size_t len
 	int err = find(fs, dip, name, len, &b, &at);
 	if (err)
 		return err;
+	walks_changed(fs, entry_at(block_ptr(fs, b), at)->type);
+	walks_changed(fs, type);
 	uint64_t e = block_off(b) + sizeof(struct kura_bucket) + at;
 	tx_write64(&fs->tx, e + offsetof(struct kura_dirent_disk, ino), ino);
 	uint8_t t8 = (uint8_t)type;

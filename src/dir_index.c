@@ -1,6 +1,7 @@
 /* dir_index.c — a thread's index of directory buckets (see dir_index.h). */
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include "dir_index.h"
 #include "lock.h"
 
@@ -8,12 +9,25 @@
 /* Buckets a thread keeps, by block number: 20,000 names fill about 220. */
 #define INDEX_SLOTS 1024u
 
+/* Walks a thread keeps: a program works in a few directories at a time. */
+#define WALK_SLOTS 8u
+
+struct walk_slot {
+	uint64_t gen, walk_gen; /* valid only in these generations */
+	uint64_t start;
+	uint16_t len;
+	char prefix[WALK_MEMO_PREFIX];
+	struct walk_memo memo;
+};
+
 struct index_cache {
 	uint64_t mount_id; /* whose buckets these are */
 	uint64_t seq;      /* the sequence counter's value at which they are exact */
 	int exact;         /* 0: seq means nothing, build nothing before a new one */
 	uint64_t gen;      /* slots of another generation are empty */
+	uint64_t walk_gen; /* walks of another one are forgotten (dir_index_walks_drop) */
 	struct dir_index slot[INDEX_SLOTS];
+	struct walk_slot walk[WALK_SLOTS];
 };
 
 /* Initial-exec: a preloaded library's own static TLS, no lookup per use. */
@@ -242,4 +256,69 @@ void dir_index_end(const struct kura_fs *fs, int committed)
 		c->seq = seq;
 	else
 		forget_all(c); /* rolled back: the pool is as before the changes told */
+}
+
+/* ---- walks ---------------------------------------------------------------- */
+
+uint64_t dir_index_seq(const struct kura_fs *fs)
+{
+	return seq_now(fs);
+}
+
+static struct walk_slot *walk_slot_for(struct index_cache *c, uint64_t start, const char *prefix, size_t len)
+{
+	uint64_t h = start * 0x9e3779b97f4a7c15ull ^ len;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (uint8_t)prefix[i]) * 0x100000001b3ull;
+	return &c->walk[(h >> 32) % WALK_SLOTS];
+}
+
+/* Whether the cache is exact at seq, making it so if nothing else is
+ * (the walk read the pool at seq, so what it found holds there). */
+static int exact_at(struct index_cache *c, uint64_t seq)
+{
+	if (c->exact && c->seq == seq)
+		return 1;
+	if (seq & 1)
+		return 0; /* another's change is under way */
+	c->gen++;
+	c->seq = seq;
+	c->exact = 1;
+	return 1;
+}
+
+int dir_index_walk_recall(const struct kura_fs *fs, uint64_t start, const char *prefix, size_t len, uint64_t seq,
+			  struct walk_memo *m)
+{
+	struct index_cache *c = cache_of(fs, 0);
+	if (!c || len > WALK_MEMO_PREFIX || !exact_at(c, seq))
+		return 0;
+	struct walk_slot *w = walk_slot_for(c, start, prefix, len);
+	if (w->gen != c->gen || w->walk_gen != c->walk_gen || w->start != start || w->len != len ||
+	    memcmp(w->prefix, prefix, len))
+		return 0;
+	*m = w->memo;
+	return 1;
+}
+
+void dir_index_walk_remember(const struct kura_fs *fs, uint64_t start, const char *prefix, size_t len, uint64_t seq,
+			     const struct walk_memo *m)
+{
+	struct index_cache *c = cache_of(fs, 1);
+	if (!c || len > WALK_MEMO_PREFIX || m->n > WALK_MEMO_DIRS || !exact_at(c, seq) || seq_now(fs) != seq)
+		return;
+	struct walk_slot *w = walk_slot_for(c, start, prefix, len);
+	w->gen = c->gen;
+	w->walk_gen = c->walk_gen;
+	w->start = start;
+	w->len = (uint16_t)len;
+	memcpy(w->prefix, prefix, len);
+	w->memo = *m;
+}
+
+void dir_index_walks_drop(const struct kura_fs *fs)
+{
+	struct index_cache *c = cache_of(fs, 0);
+	if (c)
+		c->walk_gen++;
 }

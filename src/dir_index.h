@@ -78,6 +78,39 @@ void dir_index_moved(const struct kura_fs *fs, uint64_t block, uint32_t from, ui
 void dir_index_shifted(const struct kura_fs *fs, uint64_t block, uint32_t at, uint32_t reclen);
 void dir_index_drop(const struct kura_fs *fs, uint64_t block);
 
+/*
+ * Walks: what the leading components of a path led to, so that a walk
+ * through the same directories again (every call on files of one
+ * directory) skips their lookups.  Kept beside the index and exact as it
+ * is: another process's change drops them; of this thread's own changes,
+ * dir.c drops them when an entry naming a directory or a symlink goes or
+ * is retargeted, the only changes that can send a known prefix elsewhere.
+ * A remembered walk holds no permission: path.c checks every directory on
+ * it again (type and search permission) each time, so a chmod, an ACL or
+ * other credentials need no dropping.
+ */
+#define WALK_MEMO_DIRS 16
+#define WALK_MEMO_PREFIX 240
+
+struct walk_memo {
+	/* dirs[i] is searched for the i-th component; dirs[n] is where the
+	 * path's rest goes on. */
+	uint64_t dirs[WALK_MEMO_DIRS + 1];
+	unsigned n;
+};
+
+/* The walk from start through prefix (len bytes, ending just past a run
+ * of slashes), remembered at sequence value seq: 1 and *m, or 0. */
+int dir_index_walk_recall(const struct kura_fs *fs, uint64_t start, const char *prefix, size_t len, uint64_t seq,
+			  struct walk_memo *m);
+/* Remembers a walk made entirely at sequence value seq. */
+void dir_index_walk_remember(const struct kura_fs *fs, uint64_t start, const char *prefix, size_t len, uint64_t seq,
+			     const struct walk_memo *m);
+/* An entry naming a directory or symlink went or changed. */
+void dir_index_walks_drop(const struct kura_fs *fs);
+/* The sequence value a walk begins at (lock_read_begin). */
+uint64_t dir_index_seq(const struct kura_fs *fs);
+
 /* With the pool mutex, before the sequence counter turns odd for an
  * operation, and after it turned even again (committed: 0 if rolled back). */
 void dir_index_begin(const struct kura_fs *fs);

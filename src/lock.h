@@ -147,11 +147,15 @@ struct lock_open_slot *lock_slot(struct lockh *h, uint64_t ino);
  * counter; lookups with the mutex held or under the counter.
  */
 uint64_t lock_bind_cross_slow(const struct lockh *h, uint64_t ino);
+/* Whether no bind exists, so no walk crosses one. */
+static inline int lock_no_binds(const struct lockh *h)
+{
+	return !h->t || __atomic_load_n(&h->t->nbinds, __ATOMIC_ACQUIRE) == 0;
+}
 /* What a walk that reaches ino goes on in: the root bound over it, or ino. */
 static inline uint64_t lock_bind_cross(const struct lockh *h, uint64_t ino)
 {
-	int none = !h->t || __atomic_load_n(&h->t->nbinds, __ATOMIC_ACQUIRE) == 0;
-	return __builtin_expect(none, 1) ? ino : lock_bind_cross_slow(h, ino);
+	return __builtin_expect(lock_no_binds(h), 1) ? ino : lock_bind_cross_slow(h, ino);
 }
 /* Whether ino is covered by a bind (a mount point: not to be removed). */
 int lock_bind_point(const struct lockh *h, uint64_t ino);

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "dir.h"
+#include "dir_index.h"
 #include "inode.h"
 #include "path.h"
 
@@ -56,6 +57,28 @@ int kura_set_host_prefix(kura_fs *fs, const char *prefix)
 	return 0;
 }
 
+/* Where the last component of path (plen bytes) begins, 0 if nothing
+ * comes before it: the part a remembered walk may stand for. */
+static size_t prefix_len(const char *path, size_t plen)
+{
+	while (plen && path[plen - 1] == '/')
+		plen--;
+	const char *slash = plen ? memrchr(path, '/', plen) : NULL;
+	return slash ? (size_t)(slash - path) + 1 : 0;
+}
+
+/* A remembered walk holds while every directory on it is still one and
+ * may still be searched: ENOTDIR and EACCES are the full walk's to give. */
+static int memo_holds(const struct kura_fs *fs, const struct walk_memo *m)
+{
+	for (unsigned i = 0; i <= m->n; i++) {
+		const struct kura_inode *ip = ino_get(fs, m->dirs[i]);
+		if (!ip || !S_ISDIR(ip->mode) || (i < m->n && perm_check(fs, ip, X_OK)))
+			return 0;
+	}
+	return 1;
+}
+
 int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int flags, struct walk *w)
 {
 	char buf[2][PATH_MAX + KURA_SYMLINK_MAX + 2];
@@ -76,6 +99,21 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 	w->len = 0;
 	w->name[0] = '\0';
 	w->dot = w->trailing_slash = w->toolong = 0;
+	/* The leading directories as this thread last walked them, when
+	 * nothing since can have changed where they lead (dir_index.h). */
+	uint64_t seq = dir_index_seq(fs), memo_start = path[0] == '/' ? 0 : cur;
+	size_t memo_len = lock_no_binds(&fs->lk) ? prefix_len(path, plen) : 0;
+	struct walk_memo memo;
+	int remember = 0;
+	if (memo_len) {
+		if (dir_index_walk_recall(fs, memo_start, path, memo_len, seq, &memo) && memo_holds(fs, &memo)) {
+			cur = memo.dirs[memo.n];
+			p = path + memo_len;
+		} else {
+			memo.n = 0;
+			remember = 1;
+		}
+	}
 	for (;;) {
 		if (*p == '/') {
 			cur = root;
@@ -108,6 +146,17 @@ int path_walk(const struct kura_fs *fs, uint64_t start, const char *path, int fl
 		if (err)
 			return err;
 		int dotname = (len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.');
+		if (remember) {
+			/* Only a plain descent, no symlink, no dot, is remembered. */
+			if (last && !links && (size_t)(name - path) == memo_len && memo.n) {
+				memo.dirs[memo.n] = cur;
+				dir_index_walk_remember(fs, memo_start, path, memo_len, seq, &memo);
+			}
+			if (last || links || dotname || memo.n == WALK_MEMO_DIRS)
+				remember = 0;
+			else
+				memo.dirs[memo.n++] = cur;
+		}
 		if (last && slash && (flags & WALK_CREAT) && !dotname)
 			return -EISDIR;
 		if (len > KURA_NAME_MAX) {

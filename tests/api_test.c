@@ -12,6 +12,7 @@
 #include "api/pool.h"
 #include "api/binds.h"
 #include "api/dir_index.h"
+#include "api/walk_memo.h"
 
 int main(void)
 {
@@ -36,6 +37,7 @@ int main(void)
 	    {"full pool", test_full_pool},         {"reopen/O_TMPFILE", test_reopen_tmpfile},
 	    {"host prefix", test_host_prefix},     {"generation", test_generation},
 	    {"binds", test_binds},                {"directory index", test_dir_index},
+	    {"remembered walks", test_walk_memo},
 	};
 	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
 		int f0 = nfail;
