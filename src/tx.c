@@ -1,5 +1,6 @@
 /* tx.c — undo-log transactions (see tx.h for the protocol). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include "crc.h"
@@ -308,10 +309,20 @@ static void append_record(struct tx *t, uint64_t off, uint32_t len)
 	}
 	struct kura_log_rec r = { .off = off, .epoch = t->epoch, .len = len };
 	if (t->ordered) {
+		/* The data, then the head's place and length, then its epoch,
+		 * which makes the record valid, in one 8-byte store: a process
+		 * killed between two stores of a head must not leave one that
+		 * reads as valid with the length or place of the record that
+		 * lay there before (which an inline copy of the whole head, in
+		 * two stores, did).  The compiler keeps the order; x86 does. */
+		const size_t at_len = offsetof(struct kura_log_rec, len);
 		r.len |= REC_ORDERED;
 		media_store_lines(t->m, t->tail + sizeof r, media_ptr(t->m, off), len);
-		__atomic_thread_fence(__ATOMIC_RELEASE); /* the compiler keeps the order; x86 does */
-		media_store(t->m, t->tail, &r, sizeof r);
+		asm volatile("" ::: "memory");
+		media_store(t->m, t->tail, &r.off, sizeof r.off);
+		media_store(t->m, t->tail + at_len, (const char *)&r + at_len, sizeof r - at_len);
+		asm volatile("" ::: "memory");
+		media_store64(t->m, t->tail + offsetof(struct kura_log_rec, epoch), r.epoch);
 	} else {
 		r.crc = rec_crc(&r, media_ptr(t->m, off));
 		media_store(t->m, t->tail, &r, sizeof r);
