@@ -314,13 +314,16 @@ static void append_record(struct tx *t, uint64_t off, uint32_t len)
 		 * killed between two stores of a head must not leave one that
 		 * reads as valid with the length or place of the record that
 		 * lay there before (which an inline copy of the whole head, in
-		 * two stores, did).  The compiler keeps the order; x86 does. */
-		const size_t at_len = offsetof(struct kura_log_rec, len);
-		r.len |= REC_ORDERED;
+		 * two stores, did).  The compiler keeps the order; x86 does.
+		 * The length and the (unused) crc go as one word made in a
+		 * register: read back from a struct just stored in halves, it
+		 * stalled store forwarding, a tenth of the time spent here. */
+		_Static_assert(offsetof(struct kura_log_rec, crc) == offsetof(struct kura_log_rec, len) + 4,
+			       "len and crc share a word");
 		media_store_lines(t->m, t->tail + sizeof r, media_ptr(t->m, off), len);
 		asm volatile("" ::: "memory");
-		media_store(t->m, t->tail, &r.off, sizeof r.off);
-		media_store(t->m, t->tail + at_len, (const char *)&r + at_len, sizeof r - at_len);
+		media_store64(t->m, t->tail + offsetof(struct kura_log_rec, off), off);
+		media_store64(t->m, t->tail + offsetof(struct kura_log_rec, len), (uint64_t)(len | REC_ORDERED));
 		asm volatile("" ::: "memory");
 		media_store64(t->m, t->tail + offsetof(struct kura_log_rec, epoch), r.epoch);
 	} else {
