@@ -27,6 +27,15 @@ uint64_t alloc_free_count(const struct kura_fs *fs)
 static uint64_t claim(struct kura_fs *fs, uint64_t b, uint64_t bits, int zero)
 {
 	struct tx *t = &fs->tx;
+	/* Storage first (media_back): a full file system under the pool is
+	 * this operation's ENOSPC, not a SIGBUS at the store. */
+	int err = media_back(&fs->m, block_off(b), KURA_BLOCK);
+	if (!err)
+		err = media_back(&fs->m, bitmap_word_off(fs, b), 8);
+	if (err) {
+		tx_fail(t, err);
+		return 0;
+	}
 	tx_write64(t, bitmap_word_off(fs, b), bits | (1ull << (b % 64)));
 	tx_write64(t, STATE_OFF(free_blocks), fs_state(fs)->free_blocks - 1);
 	if (t->err)

@@ -356,12 +356,19 @@ static int create_copy(int pool_fd, const struct kura_super *sb, const char *nam
 	uint64_t size = journal_copy_size(sb), ctl_off = journal_ctl_off(sb->pool_size);
 	uint64_t ctl_map = (ctl_off & ~(uint64_t)(KURA_BLOCK - 1));
 	void *p = MAP_FAILED;
-	if (ftruncate(fd, (off_t)size) == 0)
+	/* The control block and the maps after it get their storage now (0.2%
+	 * of the pool's size): they are stored to through maps, where a hole
+	 * that /dev/shm has no room for is a SIGBUS (media_back does the same
+	 * for the pool's blocks and the undo log as they come into use). */
+	int sized = ftruncate(fd, (off_t)size) == 0;
+	while (sized && fallocate(fd, 0, (off_t)ctl_map, (off_t)(journal_undo_off(sb) - ctl_map)) != 0)
+		sized = errno == EINTR;
+	if (sized)
 		p = mmap(NULL, KURA_BLOCK, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)ctl_map);
 	if (p == MAP_FAILED) {
 		err = -errno;
-		snprintf(why, whylen, "cannot size the working copy to %llu bytes: %s", (unsigned long long)size,
-			 strerror(errno));
+		snprintf(why, whylen, "cannot make the working copy /dev/shm%s (%llu bytes): %s", name,
+			 (unsigned long long)size, strerror(errno));
 	} else {
 		err = load_copy(pool_fd, sb, fd);
 		if (err)

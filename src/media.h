@@ -66,6 +66,9 @@ struct media {
 	/* Fresh blocks are read again at once (the op mode journal copies
 	 * them into its record): filled through the cache, not around it. */
 	int fresh_cached;
+	/* The 64 KiB chunks of the mapped file this process has given storage
+	 * (media_back), a bit each; NULL until the first. */
+	uint64_t *backed;
 };
 
 /* Maps fd (size bytes).  Fills *m; returns 0 or -errno. */
@@ -133,6 +136,11 @@ static inline void media_fence(struct media *m)
 	else
 		media_fence_slow(m);
 }
+
+/* Gives [off, off + len) of the mapped file storage before anything is
+ * stored there: 0, or -ENOSPC (-EDQUOT, -EIO) when the file system has
+ * none to give.  A store into a hole that cannot be filled raises SIGBUS. */
+int media_back(struct media *m, uint64_t off, uint64_t len);
 
 void media_memset(struct media *m, uint64_t off, int c, size_t len);
 void media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len);

@@ -275,6 +275,17 @@ int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode)
 	/* Everything but the superblocks first: until they are written the file
 	 * is not a pool, so a crash during mkfs leaves nothing mountable. */
 	uint64_t zero_end = (sb->first_data_block + 1) * KURA_BLOCK;
+	if ((err = media_back(&m, 0, zero_end))) {
+		/* Stored through the map, a hole the file system cannot fill is
+		 * a SIGBUS; the file is left empty, not a pool. */
+		set_error("%s: no room for the pool's metadata (%llu MiB) on its file system: %s", path,
+			  (unsigned long long)(zero_end >> 20), strerror(-err));
+		media_unmap(&m);
+		free(sb);
+		if (S_ISREG(st.st_mode) && ftruncate(fd, 0) != 0)
+			err = -errno;
+		goto out;
+	}
 	media_memset(&m, 0, 0, zero_end);
 	tx_format(&m, sb->log_block * KURA_BLOCK, sb->log_blocks * KURA_BLOCK);
 	uint64_t used = sb->first_data_block + 1; /* metadata + the root's inode block */

@@ -130,6 +130,7 @@ void tx_init(struct tx *t, struct media *m, uint64_t log_off, uint64_t log_size)
 	t->m = m;
 	t->log_off = log_off;
 	t->log_end = log_off + log_size;
+	t->log_backed = log_off;
 	t->stamp = 1;
 	t->ordered = m->kind == KURA_PERSIST_MEMORY || (m->kind == KURA_PERSIST_FILE && m->disk_fd >= 0);
 }
@@ -300,6 +301,19 @@ int tx_is_fresh(struct tx *t, uint64_t block)
 	return set_get(&t->fresh, t->stamp, block, NULL) != NULL;
 }
 
+/* The log is stored to through the map like the rest of the pool, and a
+ * working copy's log (journal.c) starts as a hole. */
+static int back_log(struct tx *t, uint64_t end)
+{
+	uint64_t to = (end + 65535) & ~65535ull;
+	int err = media_back(t->m, t->log_backed, (to < t->log_end ? to : t->log_end) - t->log_backed);
+	if (err)
+		tx_fail(t, err);
+	else
+		t->log_backed = to;
+	return err;
+}
+
 static void append_record(struct tx *t, uint64_t off, uint32_t len)
 {
 	uint64_t need = rec_size(len);
@@ -307,6 +321,8 @@ static void append_record(struct tx *t, uint64_t off, uint32_t len)
 		tx_fail(t, -ENOSPC);
 		return;
 	}
+	if (__builtin_expect(t->tail + need > t->log_backed, 0) && back_log(t, t->tail + need))
+		return;
 	struct kura_log_rec r = { .off = off, .epoch = t->epoch, .len = len };
 	if (t->ordered) {
 		/* The data, then the head's place and length, then its epoch,

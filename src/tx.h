@@ -38,6 +38,7 @@ struct tx {
 	struct media *m;
 	uint64_t log_off, log_end; /* the log region, bytes */
 	uint64_t tail;             /* where the next record goes */
+	uint64_t log_backed;       /* the log up to here has storage (media_back) */
 	uint64_t epoch;
 	uint32_t stamp;            /* generation that empties the sets below in O(1) */
 	int active;
