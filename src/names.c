@@ -27,6 +27,12 @@ void drop_link(struct kura_fs *fs, uint64_t ino)
 	if (!ip)
 		return;
 	uint32_t nlink = S_ISDIR(ip->mode) || ip->nlink == 0 ? 0 : ip->nlink - 1;
+	if (!nlink && !S_ISDIR(ip->mode) && !lock_open_count(&fs->lk, ino)) {
+		/* Freed at once: a link count and a ctime stored first would
+		 * only be logged and then overwritten by the free. */
+		inode_dispose(fs, ino);
+		return;
+	}
 	INO_SET(fs, ino, nlink, nlink);
 	inode_touch(fs, ino, TOUCH_C);
 	if (nlink)
