@@ -297,7 +297,7 @@ int dir_add(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uin
 			nh.count = bk->count + 1;
 			tx_write(&fs->tx, block_off(b), &nh, sizeof nh);
 			dir_index_added(fs, b, h, bk->used - rl, rl);
-			INO_SET(fs, dino, entries, dip->entries + 1);
+			inode_count_entries(fs, dino, 1);
 			return fs->tx.err;
 		}
 		int err = split(fs, dino, i);
@@ -456,7 +456,7 @@ int dir_remove(struct kura_fs *fs, uint64_t dino, const char *name, size_t len)
 	nh.used = (uint16_t)(bk->used - rl);
 	nh.count = bk->count - 1;
 	tx_write(&fs->tx, block_off(b), &nh, sizeof nh);
-	INO_SET(fs, dino, entries, dip->entries - 1);
+	inode_count_entries(fs, dino, -1);
 	if (fs->tx.err)
 		return fs->tx.err;
 	return merge(fs, dino, dir_hash(fs, name, len) & mask_of(dip));

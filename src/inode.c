@@ -256,6 +256,20 @@ void inode_touch(struct kura_fs *fs, uint64_t ino, int which)
 		INO_SET(fs, ino, ctime, now);
 }
 
+void inode_count_entries(struct kura_fs *fs, uint64_t dino, int delta)
+{
+	/* The fields from mtime to entries, one write: the lines they straddle
+	 * go to the undo log as one record, where a store each (entries, then
+	 * the times the caller sets) took one record a line. */
+	enum { FROM = offsetof(struct kura_inode, mtime), TO = offsetof(struct kura_inode, entries) + 8 };
+	const struct kura_inode *ip = media_ptr(&fs->m, ino_off(dino));
+	struct kura_inode n;
+	memcpy((char *)&n + FROM, (const char *)ip + FROM, TO - FROM);
+	n.mtime = n.ctime = fs->op_time;
+	n.entries = ip->entries + (uint64_t)(int64_t)delta;
+	tx_write(&fs->tx, ino_off(dino) + FROM, (const char *)&n + FROM, TO - FROM);
+}
+
 void inode_to_stat(const struct kura_fs *fs, uint64_t ino, const struct kura_inode *ip, struct stat *st)
 {
 	memset(st, 0, sizeof *st);

@@ -59,6 +59,9 @@ int inode_link_back(struct kura_fs *fs, uint64_t *cursor, uint64_t *prev, uint64
 
 enum { TOUCH_A = 1, TOUCH_M = 2, TOUCH_C = 4 };
 void inode_touch(struct kura_fs *fs, uint64_t ino, int which);
+/* A directory gained (delta 1) or lost (-1) an entry: the count, and its
+ * mtime and ctime set to the operation's time. */
+void inode_count_entries(struct kura_fs *fs, uint64_t dino, int delta);
 void ts_now(struct kura_ts *ts);
 void inode_to_stat(const struct kura_fs *fs, uint64_t ino, const struct kura_inode *ip, struct stat *st);
 
