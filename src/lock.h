@@ -29,6 +29,9 @@
 #define LOCK_OWNERS 1024u
 #define LOCK_LEDGER_SLOTS 65536u
 #define LOCK_BINDS 64u
+/* Inode numbers are byte offsets of 128-byte slots in a pool below 256 TiB:
+ * under 2^41, so the bits above 48 can name the owner. */
+#define LOCK_LEDGER_OWNER_SHIFT 48
 
 struct locktab {
 	uint64_t magic;
@@ -47,10 +50,13 @@ struct locktab {
 	uint64_t owners[LOCK_OWNERS];            /* slot k's generation; 0: free */
 	uint32_t owner_entries[LOCK_OWNERS];     /* slot k's ledger entries: most owners die with none */
 	uint64_t ledger_used;
-	struct lock_ledger {
-		uint64_t ino, owner;             /* owner: slot + 1; 0 marks an empty entry */
-		uint64_t opens, maps;            /* what that owner added to the inode's slot */
-	} ledger[LOCK_LEDGER_SLOTS];
+	/* 16 bytes an entry, on pages of their own: the entries of 256 inodes
+	 * made together fill one page (lock_owner.c), which is all a program
+	 * creating files one after another faults in per 256 files. */
+	struct lock_ledger_slot {
+		uint64_t key;                    /* inode | owner << LOCK_LEDGER_OWNER_SHIFT; 0: empty */
+		uint32_t opens, maps;            /* what that owner added to the inode's slot */
+	} ledger[LOCK_LEDGER_SLOTS] __attribute__((aligned(4096)));
 	/* Bind mounts inside the pool (bind.c), changed with the mutex held
 	 * and the sequence counter odd; 0 lets every walk skip them.  Each
 	 * root counts as an open in its slot, attributed to no owner. */
@@ -214,6 +220,9 @@ uint32_t lock_owner_entries(const struct lockh *h, uint32_t owner);
 /* Takes one of a dead owner's ledger entries out (1), or finds none (0);
  * *cursor starts at 0 and carries the scan from call to call.  The counts
  * stay in the inode's slot: lock_drop takes them. */
+struct lock_ledger {
+	uint64_t ino, opens, maps;
+};
 int lock_owner_take(struct lockh *h, uint32_t owner, struct lock_ledger *e, size_t *cursor);
 /* Frees a dead owner's slot (one lock_owner_dead marked; no other). */
 void lock_owner_free(struct lockh *h, uint32_t owner);

@@ -170,15 +170,26 @@ uint32_t lock_owner_entries(const struct lockh *h, uint32_t owner)
 
 /* ---- the ledger: an open-addressed table keyed by (inode, owner) ---------- */
 
-/* Near for nearby inodes of one owner, 256 at a time: two pages of the
- * table hold the entries of the files made from eight inode blocks.  The
+static uint64_t key_of(uint64_t ino, uint64_t owner)
+{
+	return ino | owner << LOCK_LEDGER_OWNER_SHIFT;
+}
+
+static uint64_t owner_of(uint64_t key)
+{
+	return key >> LOCK_LEDGER_OWNER_SHIFT;
+}
+
+/* Near for nearby inodes of one owner, 256 at a time: one page of the
+ * table holds the entries of the files made from eight inode blocks.  The
  * table is shared memory that each first touch of a page costs a fault
  * in (about 2 us here), and one made afresh at each first mount: with
- * groups of sixteen, a program creating 20,000 files touched all its 512
+ * groups of sixteen, a program creating 20,000 files touched all its
  * pages, and those faults were a tenth of the time it took. */
-static size_t home(uint64_t ino, uint64_t owner)
+static size_t home(uint64_t key)
 {
-	uint64_t group = ((ino >> 8) ^ (owner << 48)) * 0x9e3779b97f4a7c15ull;
+	uint64_t ino = key & ((1ull << LOCK_LEDGER_OWNER_SHIFT) - 1);
+	uint64_t group = ((ino >> 8) ^ (owner_of(key) << 48)) * 0x9e3779b97f4a7c15ull;
 	return (size_t)((group >> 40) << 8 | (ino & 255)) & (LOCK_LEDGER_SLOTS - 1);
 }
 
@@ -187,11 +198,11 @@ static size_t next(size_t i)
 	return (i + 1) & (LOCK_LEDGER_SLOTS - 1);
 }
 
-static size_t find(const struct locktab *t, uint64_t ino, uint64_t owner)
+static size_t find(const struct locktab *t, uint64_t key)
 {
-	size_t i = home(ino, owner);
+	size_t i = home(key);
 	for (size_t n = 0; n < LOCK_LEDGER_SLOTS; n++, i = next(i))
-		if ((t->ledger[i].ino == ino && t->ledger[i].owner == owner) || t->ledger[i].owner == 0)
+		if (t->ledger[i].key == key || t->ledger[i].key == 0)
 			return i;
 	return LOCK_LEDGER_SLOTS;
 }
@@ -200,8 +211,8 @@ static size_t find(const struct locktab *t, uint64_t ino, uint64_t owner)
 static void delete_at(struct locktab *t, size_t i)
 {
 	size_t hole = i;
-	for (size_t j = next(i); t->ledger[j].owner; j = next(j)) {
-		size_t h = home(t->ledger[j].ino, t->ledger[j].owner);
+	for (size_t j = next(i); t->ledger[j].key; j = next(j)) {
+		size_t h = home(t->ledger[j].key);
 		if (((j - h) & (LOCK_LEDGER_SLOTS - 1)) >= ((j - hole) & (LOCK_LEDGER_SLOTS - 1))) {
 			t->ledger[hole] = t->ledger[j];
 			hole = j;
@@ -217,29 +228,42 @@ static void entry_gone(struct locktab *t, uint64_t owner)
 		t->owner_entries[owner - 1]--;
 }
 
+/* count + delta, never below zero (a count taken before this owner existed:
+ * none is, but a wrong subtraction here would later free a file in use);
+ * -1 past what an entry holds. */
+static int64_t moved(uint32_t count, int64_t delta)
+{
+	if (delta < 0 && (uint64_t)-delta > count)
+		return 0;
+	return (uint64_t)count + (uint64_t)delta > UINT32_MAX ? -1 : (int64_t)count + delta;
+}
+
 int lock_ledger_add(struct lockh *h, uint64_t ino, int64_t opens, int64_t maps)
 {
 	struct locktab *t = h->t;
 	if (!h->owner)
 		return 0;
-	size_t i = find(t, ino, h->owner);
+	if (ino >> LOCK_LEDGER_OWNER_SHIFT)
+		return opens > 0 ? -ENFILE : 0; /* no such inode in any pool */
+	uint64_t key = key_of(ino, h->owner);
+	size_t i = find(t, key);
 	if (i == LOCK_LEDGER_SLOTS)
 		return opens > 0 ? -ENFILE : 0;
-	struct lock_ledger *e = &t->ledger[i];
-	if (!e->owner) {
+	struct lock_ledger_slot *e = &t->ledger[i];
+	if (!e->key) {
 		if (opens <= 0)
 			return 0; /* nothing recorded to take from */
 		if (t->ledger_used >= LOCK_LEDGER_SLOTS / 4 * 3)
 			return -ENFILE;
-		e->ino = ino;
-		e->owner = h->owner;
+		e->key = key;
 		t->ledger_used++;
 		t->owner_entries[h->owner - 1]++;
 	}
-	/* Never below zero: a count taken before this owner existed (none is,
-	 * but a wrong subtraction here would later free a file in use). */
-	e->opens = opens < 0 && (uint64_t)-opens > e->opens ? 0 : e->opens + (uint64_t)opens;
-	e->maps = maps < 0 && (uint64_t)-maps > e->maps ? 0 : e->maps + (uint64_t)maps;
+	int64_t o = moved(e->opens, opens), m = moved(e->maps, maps);
+	if (o < 0 || m < 0)
+		return -ENFILE; /* four billion opens of one file by one family */
+	e->opens = (uint32_t)o;
+	e->maps = (uint32_t)m;
 	if (!e->opens) {
 		delete_at(t, i);
 		entry_gone(t, h->owner);
@@ -258,8 +282,10 @@ int lock_owner_take(struct lockh *h, uint32_t owner, struct lock_ledger *e, size
 	 * start find them all. */
 	for (int pass = 0; pass < 2; pass++) {
 		for (; *cursor < LOCK_LEDGER_SLOTS; (*cursor)++)
-			if (t->ledger[*cursor].owner == owner) {
-				*e = t->ledger[*cursor];
+			if (t->ledger[*cursor].key && owner_of(t->ledger[*cursor].key) == owner) {
+				const struct lock_ledger_slot *s = &t->ledger[*cursor];
+				*e = (struct lock_ledger){ .ino = s->key & ((1ull << LOCK_LEDGER_OWNER_SHIFT) - 1),
+							   .opens = s->opens, .maps = s->maps };
 				delete_at(t, *cursor);
 				entry_gone(t, owner);
 				return 1;
