@@ -11,7 +11,7 @@
 #include "tracee.h"
 #include "shm.h"
 
-#define LOCKTAB_MAGIC 0x6b6c626174727572ull /* ...6b: open slots without map counts; 6c: no maps_total; 6d: no truncs; 6e: no owners; 6f: no binds; 70: slots hashed apart; 71: 32-byte ledger entries */
+#define LOCKTAB_MAGIC 0x6b6c626174727573ull /* ...6b: open slots without map counts; 6c: no maps_total; 6d: no truncs; 6e: no owners; 6f: no binds; 70: slots hashed apart; 71: 32-byte ledger entries; 72: map state inside the open slots */
 
 static int init_table(struct locktab *t)
 {
@@ -216,6 +216,35 @@ static size_t slot_inc(struct locktab *t, uint64_t ino)
 	return i;
 }
 
+static int has_mapped(const struct locktab *t, size_t i)
+{
+	return t->mapped_used[i / 64] >> (i % 64) & 1;
+}
+
+static struct lock_mapped *mapped_part(struct locktab *t, size_t i)
+{
+	t->mapped_used[i / 64] |= 1ull << (i % 64);
+	return &t->mapped[i];
+}
+
+static void clear_mapped(struct locktab *t, size_t i)
+{
+	if (has_mapped(t, i)) {
+		memset(&t->mapped[i], 0, sizeof t->mapped[i]);
+		t->mapped_used[i / 64] &= ~(1ull << (i % 64));
+	}
+}
+
+/* Slot from's count and map state into slot to. */
+static void move_slot(struct locktab *t, size_t to, size_t from)
+{
+	t->open[to] = t->open[from];
+	if (has_mapped(t, from))
+		*mapped_part(t, to) = t->mapped[from];
+	else
+		clear_mapped(t, to);
+}
+
 /* One count fewer in slot i; returns those left, emptying the slot at 0. */
 static uint64_t dec_at(struct locktab *t, size_t i)
 {
@@ -226,11 +255,12 @@ static uint64_t dec_at(struct locktab *t, size_t i)
 	for (size_t j = (i + 1) & (LOCK_OPEN_SLOTS - 1); t->open[j].ino; j = (j + 1) & (LOCK_OPEN_SLOTS - 1)) {
 		size_t home = open_slot(t->open[j].ino);
 		if (((j - home) & (LOCK_OPEN_SLOTS - 1)) >= ((j - hole) & (LOCK_OPEN_SLOTS - 1))) {
-			t->open[hole] = t->open[j];
+			move_slot(t, hole, j);
 			hole = j;
 		}
 	}
 	memset(&t->open[hole], 0, sizeof t->open[hole]);
+	clear_mapped(t, hole);
 	t->open_used--;
 	return 0;
 }
@@ -248,8 +278,10 @@ static int count_in(struct lockh *h, uint64_t ino, int map)
 		dec_at(t, i);
 		return err;
 	}
-	t->open[i].maps += (uint64_t)map;
-	t->maps_total += (uint64_t)map;
+	if (map) {
+		mapped_part(t, i)->maps++;
+		t->maps_total++;
+	}
 	return 0;
 }
 
@@ -277,24 +309,27 @@ uint64_t lock_open_dec(struct lockh *h, uint64_t ino)
 
 void lock_drop(struct lockh *h, uint64_t ino, uint64_t opens, uint64_t maps)
 {
-	size_t i = slot_of(h->t, ino);
+	struct locktab *t = h->t;
+	size_t i = slot_of(t, ino);
 	if (i == LOCK_OPEN_SLOTS)
 		return;
-	struct lock_open_slot *s = &h->t->open[i];
-	uint64_t m = maps < s->maps ? maps : s->maps;
-	s->maps -= m;
-	h->t->maps_total -= m;
-	uint64_t n = opens < s->count ? opens : s->count;
+	if (maps && has_mapped(t, i)) {
+		struct lock_mapped *s = &t->mapped[i];
+		uint64_t m = maps < s->maps ? maps : s->maps;
+		s->maps -= m;
+		t->maps_total -= m;
+	}
+	uint64_t n = opens < t->open[i].count ? opens : t->open[i].count;
 	if (n) {
-		s->count -= n - 1;
-		dec_at(h->t, i);
+		t->open[i].count -= n - 1;
+		dec_at(t, i);
 	}
 }
 
-struct lock_open_slot *lock_slot(struct lockh *h, uint64_t ino)
+struct lock_mapped *lock_slot(struct lockh *h, uint64_t ino)
 {
 	size_t i = slot_of(h->t, ino);
-	return i < LOCK_OPEN_SLOTS ? &h->t->open[i] : NULL;
+	return i < LOCK_OPEN_SLOTS ? mapped_part(h->t, i) : NULL;
 }
 
 int lock_map_inc(struct lockh *h, uint64_t ino)
@@ -304,18 +339,19 @@ int lock_map_inc(struct lockh *h, uint64_t ino)
 
 uint64_t lock_map_dec(struct lockh *h, uint64_t ino)
 {
-	size_t i = slot_of(h->t, ino);
-	if (i == LOCK_OPEN_SLOTS || !h->t->open[i].maps)
+	struct locktab *t = h->t;
+	size_t i = slot_of(t, ino);
+	if (i == LOCK_OPEN_SLOTS || !has_mapped(t, i) || !t->mapped[i].maps)
 		return 0;
-	uint64_t left = --h->t->open[i].maps;
-	h->t->maps_total--;
+	uint64_t left = --t->mapped[i].maps;
+	t->maps_total--;
 	lock_ledger_add(h, ino, -1, -1);
-	dec_at(h->t, i);
+	dec_at(t, i);
 	return left;
 }
 
 uint64_t lock_maps(const struct lockh *h, uint64_t ino)
 {
 	size_t i = slot_of(h->t, ino);
-	return i < LOCK_OPEN_SLOTS ? h->t->open[i].maps : 0;
+	return i < LOCK_OPEN_SLOTS && has_mapped(h->t, i) ? h->t->mapped[i].maps : 0;
 }

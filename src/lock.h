@@ -39,12 +39,19 @@ struct locktab {
 	uint64_t seq;
 	uint64_t open_used;
 	uint64_t maps_total;   /* shared maps of any inode: 0 lets writes skip the slot lookup */
-	struct lock_open_slot {
+	struct lock_open {
 		uint64_t ino, count;
-		uint64_t maps;                   /* of count, how many are shared maps */
+	} open[LOCK_OPEN_SLOTS];
+	/* Beside each open slot, what only shared maps use, apart so that
+	 * opening and closing unmapped files never touches these pages (each
+	 * first touch of a page of this table is a fault); the bit says the
+	 * slot's part may be non-zero, so emptying a slot need not look. */
+	uint64_t mapped_used[LOCK_OPEN_SLOTS / 64];
+	struct lock_mapped {
+		uint64_t maps;                   /* of the slot's count, how many are shared maps */
 		uint64_t holder, holder_gen;     /* see map.c; valid only if the inode still has that generation */
 		uint64_t truncs;                 /* truncations that gave blocks to the holder (mapped.h) */
-	} open[LOCK_OPEN_SLOTS];
+	} mapped[LOCK_OPEN_SLOTS];
 	/* Who holds the counts above (see "Owners" below). */
 	uint64_t owner_gen;                      /* the last generation handed out */
 	uint64_t owners[LOCK_OWNERS];            /* slot k's generation; 0: free */
@@ -144,8 +151,8 @@ uint64_t lock_open_count(const struct lockh *h, uint64_t ino);
 int lock_map_inc(struct lockh *h, uint64_t ino);
 uint64_t lock_map_dec(struct lockh *h, uint64_t ino);
 uint64_t lock_maps(const struct lockh *h, uint64_t ino);
-/* The slot of a counted inode, NULL if it has none. */
-struct lock_open_slot *lock_slot(struct lockh *h, uint64_t ino);
+/* The map state of a counted inode, NULL if it has no slot. */
+struct lock_mapped *lock_slot(struct lockh *h, uint64_t ino);
 
 /*
  * Binds (lock_bind.c): bind mounts inside the pool (bind.c says what they

@@ -78,7 +78,7 @@ void mapped_unpin(struct kura_fs *fs, uint64_t ino)
 uint64_t kura_map_truncations(kura_fs *fs, uint64_t ino)
 {
 	fs_lock_for_read(fs);
-	struct lock_open_slot *s = lock_slot(&fs->lk, ino);
+	struct lock_mapped *s = lock_slot(&fs->lk, ino);
 	uint64_t n = s ? __atomic_load_n(&s->truncs, __ATOMIC_ACQUIRE) : 0;
 	fs_unlock_for_read(fs);
 	return n;
@@ -101,7 +101,7 @@ int kura_map_trim(kura_fs *fs, uint64_t ino, uint64_t own_pins, uint64_t truncs)
 	int err = fs_begin(fs);
 	if (err)
 		return err;
-	struct lock_open_slot *s = lock_slot(&fs->lk, ino);
+	struct lock_mapped *s = lock_slot(&fs->lk, ino);
 	if (s && s->maps == own_pins && s->truncs == truncs)
 		mapped_unpinned(fs, ino);
 	return fs_end(fs, 0);

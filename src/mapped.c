@@ -8,7 +8,7 @@
 /* The holder named in ino's slot, if it is still that inode: the slot is in
  * shared memory and outlives a transaction that rolled back after setting
  * it, so the holder's generation must match too. */
-static uint64_t holder_of(struct kura_fs *fs, struct lock_open_slot *s)
+static uint64_t holder_of(struct kura_fs *fs, struct lock_mapped *s)
 {
 	if (!s || !s->holder)
 		return 0;
@@ -20,7 +20,7 @@ static uint64_t holder_of(struct kura_fs *fs, struct lock_open_slot *s)
 
 __thread uint64_t mapped_own_first, mapped_own_last, mapped_own_n;
 
-static uint64_t make_holder(struct kura_fs *fs, struct lock_open_slot *s)
+static uint64_t make_holder(struct kura_fs *fs, struct lock_mapped *s)
 {
 	uint64_t h = holder_of(fs, s);
 	if (h)
@@ -37,7 +37,7 @@ static uint64_t make_holder(struct kura_fs *fs, struct lock_open_slot *s)
 
 void mapped_release(struct kura_fs *fs, uint64_t ino, uint64_t first, uint64_t last)
 {
-	struct lock_open_slot *s = inode_mapped(fs, ino) ? lock_slot(&fs->lk, ino) : NULL;
+	struct lock_mapped *s = inode_mapped(fs, ino) ? lock_slot(&fs->lk, ino) : NULL;
 	if (s) {
 		uint64_t h = make_holder(fs, s);
 		if (!h) {
@@ -70,7 +70,7 @@ void mapped_release(struct kura_fs *fs, uint64_t ino, uint64_t first, uint64_t l
 
 void mapped_unpinned(struct kura_fs *fs, uint64_t ino)
 {
-	struct lock_open_slot *s = lock_slot(&fs->lk, ino);
+	struct lock_mapped *s = lock_slot(&fs->lk, ino);
 	uint64_t h = holder_of(fs, s);
 	if (!h)
 		return;
