@@ -103,6 +103,15 @@ static void slot_unlink(struct kura_fs *fs, uint64_t ino)
 	bridge(fs, s->prev, s->link);
 }
 
+/* Slot ino is about to change whole, and slot other's back link with it:
+ * when the two are neighbours (slots are handed out, and mostly freed, in
+ * address order), their lines go to the undo log as one record, not two. */
+static void log_pair(struct kura_fs *fs, uint64_t ino, uint64_t other)
+{
+	if (other == ino + 1 || other + 1 == ino)
+		tx_prepare(&fs->tx, ino_off(other < ino ? other : ino), 2 * INODE_SIZE);
+}
+
 int inode_alloc(struct kura_fs *fs, mode_t mode, uint64_t *out)
 {
 	if (!fs_state(fs)->inode_free && refill_slots(fs))
@@ -115,6 +124,7 @@ int inode_alloc(struct kura_fs *fs, mode_t mode, uint64_t *out)
 		return -EUCLEAN; /* free list points at a live inode, or its head is not one */
 	if (slot->link && (!slot_valid(fs, slot->link) || slot_at(fs, slot->link)->prev != ino))
 		return -EUCLEAN;
+	log_pair(fs, ino, slot->link);
 	slot_unlink(fs, ino);
 	const struct kura_creds *c = creds_of(fs);
 	struct kura_inode n = { .mode = mode, .nlink = 1, .uid = c->fsuid, .gid = c->fsgid };
@@ -202,6 +212,7 @@ void inode_free(struct kura_fs *fs, uint64_t ino)
 	mode_t mode = ip->mode;
 	bmap_free_range(fs, ino, 0, UINT64_MAX);
 	uint64_t head = fs_state(fs)->inode_free;
+	log_pair(fs, ino, head);
 	struct kura_inode z = { .link = head };
 	tx_write(&fs->tx, ino_off(ino), &z, sizeof z);
 	if (slot_valid(fs, head))
