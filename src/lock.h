@@ -57,6 +57,7 @@ struct locktab {
 	uint64_t owners[LOCK_OWNERS];            /* slot k's generation; 0: free */
 	uint32_t owner_entries[LOCK_OWNERS];     /* slot k's ledger entries: most owners die with none */
 	uint64_t ledger_used;
+	uint64_t ledger_displaced; /* entries not in their home slot (never fewer than counted) */
 	/* 16 bytes an entry, on pages of their own: the entries of 256 inodes
 	 * made together fill one page (lock_owner.c), which is all a program
 	 * creating files one after another faults in per 256 files. */

@@ -207,18 +207,28 @@ static size_t find(const struct locktab *t, uint64_t key)
 	return LOCK_LEDGER_SLOTS;
 }
 
-/* Backward-shift deletion, as the open slots do (lock.c). */
+/* Backward-shift deletion, as the open slots do (lock.c).  Only entries
+ * away from their home slot ever move back; with none, no slot after the
+ * hole need be read, which at the end of a group would fault in a page of
+ * someone else's.  The count may exceed the truth, never fall short (it
+ * rises before an entry lands away from home and falls after one is back),
+ * so a process killed between the two only costs reads. */
 static void delete_at(struct locktab *t, size_t i)
 {
 	size_t hole = i;
-	for (size_t j = next(i); t->ledger[j].key; j = next(j)) {
+	int away = home(t->ledger[i].key) != i;
+	for (size_t j = next(i); t->ledger_displaced > (uint64_t)away && t->ledger[j].key; j = next(j)) {
 		size_t h = home(t->ledger[j].key);
 		if (((j - h) & (LOCK_LEDGER_SLOTS - 1)) >= ((j - hole) & (LOCK_LEDGER_SLOTS - 1))) {
 			t->ledger[hole] = t->ledger[j];
+			if (hole == h)
+				t->ledger_displaced--; /* moved home */
 			hole = j;
 		}
 	}
 	memset(&t->ledger[hole], 0, sizeof t->ledger[hole]);
+	if (away && t->ledger_displaced)
+		t->ledger_displaced--;
 	t->ledger_used--;
 }
 
@@ -255,6 +265,8 @@ int lock_ledger_add(struct lockh *h, uint64_t ino, int64_t opens, int64_t maps)
 			return 0; /* nothing recorded to take from */
 		if (t->ledger_used >= LOCK_LEDGER_SLOTS / 4 * 3)
 			return -ENFILE;
+		if (i != home(key))
+			t->ledger_displaced++;
 		e->key = key;
 		t->ledger_used++;
 		t->owner_entries[h->owner - 1]++;
