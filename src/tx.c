@@ -13,68 +13,6 @@ static inline uint64_t block_start(uint64_t b)
 	return b << KURA_BLOCK_SHIFT;
 }
 
-/* ---- a map of u64 keys to 64-bit masks, emptied by bumping a stamp ---- */
-
-/* Key, mask and stamp side by side: a probe reads one line, not three. */
-static inline size_t slot_of(uint64_t k, size_t cap)
-{
-	k *= 0x9e3779b97f4a7c15ull;
-	return (size_t)(k >> 17) & (cap - 1);
-}
-
-static int set_grow(struct u64set *s, uint32_t stamp)
-{
-	size_t cap = s->cap ? s->cap * 2 : 256;
-	struct u64set_entry *e = calloc(cap, sizeof *e);
-	if (!e)
-		return -ENOMEM;
-	for (size_t i = 0; i < s->cap; i++) {
-		if (s->e[i].stamp != stamp)
-			continue;
-		size_t j = slot_of(s->e[i].key, cap);
-		while (e[j].stamp == stamp)
-			j = (j + 1) & (cap - 1);
-		e[j] = s->e[i];
-	}
-	free(s->e);
-	s->e = e;
-	s->cap = cap;
-	return 0;
-}
-
-/* The mask of key k; with created, adds k (mask 0) if absent and says so.
- * NULL if absent (or out of memory when adding).  Inline: every line an
- * operation logs asks it once. */
-static inline uint64_t *set_get(struct u64set *s, uint32_t stamp, uint64_t k, int *created)
-{
-	if (created) {
-		*created = 0;
-		if (__builtin_expect((s->n + 1) * 2 > s->cap, 0) && set_grow(s, stamp))
-			return NULL;
-	} else if (!s->cap) {
-		return NULL;
-	}
-	for (size_t j = slot_of(k, s->cap);; j = (j + 1) & (s->cap - 1)) {
-		struct u64set_entry *e = &s->e[j];
-		if (e->stamp != stamp) {
-			if (!created)
-				return NULL;
-			*e = (struct u64set_entry){ .key = k, .val = 0, .stamp = stamp };
-			s->n++;
-			*created = 1;
-			return &e->val;
-		}
-		if (e->key == k)
-			return &e->val;
-	}
-}
-
-static void set_free(struct u64set *s)
-{
-	free(s->e);
-	memset(s, 0, sizeof *s);
-}
-
 /* ---- log records -------------------------------------------------------- */
 
 static uint32_t rec_crc(const struct kura_log_rec *r, const void *data)
@@ -137,9 +75,9 @@ void tx_init(struct tx *t, struct media *m, uint64_t log_off, uint64_t log_size)
 
 void tx_destroy(struct tx *t)
 {
-	set_free(&t->logged);
-	set_free(&t->dirty);
-	set_free(&t->fresh);
+	u64set_free(&t->logged);
+	u64set_free(&t->dirty);
+	u64set_free(&t->fresh);
 	free(t->dirty_list);
 	t->dirty_list = NULL;
 	free(t->lines);
@@ -227,9 +165,9 @@ void tx_begin(struct tx *t)
 	t->logged.n = t->dirty.n = t->fresh.n = 0;
 	if (++t->stamp == 0) {
 		/* The stamp wrapped: old entries could look current. */
-		set_free(&t->logged);
-		set_free(&t->dirty);
-		set_free(&t->fresh);
+		u64set_free(&t->logged);
+		u64set_free(&t->dirty);
+		u64set_free(&t->fresh);
 		t->stamp = 1;
 	}
 	t->epoch = head_epoch(t);
@@ -247,7 +185,7 @@ void tx_fail(struct tx *t, int err)
 void tx_mark_fresh(struct tx *t, uint64_t block)
 {
 	int created;
-	if (!set_get(&t->fresh, t->stamp, block, &created))
+	if (!u64set_get(&t->fresh, t->stamp, block, &created))
 		tx_fail(t, -ENOMEM);
 	/* It was free, so no map shows it. */
 	if (t->j)
@@ -286,7 +224,7 @@ uint64_t tx_in_place_room(struct tx *t)
 		uint64_t used = 0, half = t->j->cap / 2;
 		for (size_t i = 0; i < t->ndirty_list; i++) {
 			uint64_t b = t->dirty_list[i];
-			const uint64_t *logged = set_get(&t->logged, t->stamp, b, NULL);
+			const uint64_t *logged = u64set_get(&t->logged, t->stamp, b, NULL);
 			if (logged)
 				used += (uint64_t)__builtin_popcountll(*logged) * (MEDIA_LINE + 16);
 		}
@@ -298,7 +236,7 @@ uint64_t tx_in_place_room(struct tx *t)
 
 int tx_is_fresh(struct tx *t, uint64_t block)
 {
-	return set_get(&t->fresh, t->stamp, block, NULL) != NULL;
+	return u64set_get(&t->fresh, t->stamp, block, NULL) != NULL;
 }
 
 /* The log is stored to through the map like the rest of the pool, and a
@@ -388,7 +326,7 @@ static void note_and_snapshot(struct tx *t, uint64_t first, uint64_t last)
 		int fresh = t->fresh.n && tx_is_fresh(t, b), created;
 		if (fresh && !t->track_lines)
 			continue;
-		uint64_t *lines = set_get(fresh ? &t->dirty : &t->logged, t->stamp, b, &created);
+		uint64_t *lines = u64set_get(fresh ? &t->dirty : &t->logged, t->stamp, b, &created);
 		if (!lines) {
 			tx_fail(t, -ENOMEM);
 			return;
@@ -414,9 +352,9 @@ static void note_and_snapshot(struct tx *t, uint64_t first, uint64_t last)
 /* A changed block's lines: logged, or changed in place while fresh. */
 static uint64_t changed_lines(struct tx *t, uint64_t b)
 {
-	const uint64_t *m = set_get(&t->logged, t->stamp, b, NULL);
+	const uint64_t *m = u64set_get(&t->logged, t->stamp, b, NULL);
 	if (!m)
-		m = set_get(&t->dirty, t->stamp, b, NULL);
+		m = u64set_get(&t->dirty, t->stamp, b, NULL);
 	return m ? *m : 0;
 }
 
@@ -560,7 +498,7 @@ static void jt_committed(void *ctx, uint64_t block, void *buf)
 static int jt_touched(void *ctx, uint64_t block)
 {
 	struct tx *t = ctx;
-	return set_get(&t->logged, t->stamp, block, NULL) != NULL;
+	return u64set_get(&t->logged, t->stamp, block, NULL) != NULL;
 }
 
 static int journal_stage(struct tx *t)

@@ -23,14 +23,7 @@
 #include <stddef.h>
 #include "journal.h"
 #include "media.h"
-
-struct u64set {
-	struct u64set_entry {
-		uint64_t key, val;
-		uint32_t stamp;    /* the entry is in the set while this is the set's stamp */
-	} *e;
-	size_t cap, n;
-};
+#include "u64set.h"
 
 #define TX_RECENT 16
 
