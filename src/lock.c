@@ -252,7 +252,9 @@ static uint64_t dec_at(struct locktab *t, size_t i)
 		return t->open[i].count;
 	/* Backward-shift deletion keeps every remaining key reachable without tombstones. */
 	size_t hole = i;
-	for (size_t j = (i + 1) & (LOCK_OPEN_SLOTS - 1); t->open[j].ino; j = (j + 1) & (LOCK_OPEN_SLOTS - 1)) {
+	/* At most once round, as the ledger's deletion (lock_owner.c). */
+	for (size_t j = (i + 1) & (LOCK_OPEN_SLOTS - 1), n = 1; n < LOCK_OPEN_SLOTS && t->open[j].ino;
+	     j = (j + 1) & (LOCK_OPEN_SLOTS - 1), n++) {
 		size_t home = open_slot(t->open[j].ino);
 		if (((j - home) & (LOCK_OPEN_SLOTS - 1)) >= ((j - hole) & (LOCK_OPEN_SLOTS - 1))) {
 			move_slot(t, hole, j);

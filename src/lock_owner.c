@@ -217,7 +217,10 @@ static void delete_at(struct locktab *t, size_t i)
 {
 	size_t hole = i;
 	int away = home(t->ledger[i].key) != i;
-	for (size_t j = next(i); t->ledger_displaced > (uint64_t)away && t->ledger[j].key; j = next(j)) {
+	/* At most once round: a table with no empty slot (someone else's
+	 * damage) must not keep the deleter here for ever. */
+	for (size_t j = next(i), n = 1; n < LOCK_LEDGER_SLOTS && t->ledger_displaced > (uint64_t)away && t->ledger[j].key;
+	     j = next(j), n++) {
 		size_t h = home(t->ledger[j].key);
 		if (((j - h) & (LOCK_LEDGER_SLOTS - 1)) >= ((j - hole) & (LOCK_LEDGER_SLOTS - 1))) {
 			t->ledger[hole] = t->ledger[j];
