@@ -80,16 +80,21 @@ static uint64_t seq_now(const struct kura_fs *fs)
 	return lock_read_begin(&fs->lk);
 }
 
+static unsigned slot_index(uint64_t block)
+{
+	return (unsigned)((block ^ block >> 8) % INDEX_SLOTS);
+}
+
 /* block's slot, or NULL if it was never built. */
 static struct dir_index *slot_for(struct index_cache *c, uint64_t block)
 {
-	unsigned i = (unsigned)((block ^ block >> 8) % INDEX_SLOTS);
+	unsigned i = slot_index(block);
 	return c->built[i / 64] >> (i % 64) & 1 ? &c->slot[i] : NULL;
 }
 
 static struct dir_index *slot_to_build(struct index_cache *c, uint64_t block)
 {
-	unsigned i = (unsigned)((block ^ block >> 8) % INDEX_SLOTS);
+	unsigned i = slot_index(block);
 	c->built[i / 64] |= 1ull << (i % 64);
 	return &c->slot[i];
 }

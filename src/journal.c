@@ -360,11 +360,11 @@ static int create_copy(int pool_fd, const struct kura_super *sb, const char *nam
 	 * of the pool's size): they are stored to through maps, where a hole
 	 * that /dev/shm has no room for is a SIGBUS (media_back does the same
 	 * for the pool's blocks and the undo log as they come into use). */
-	int sized = ftruncate(fd, (off_t)size) == 0;
-	while (sized && fallocate(fd, 0, (off_t)ctl_map, (off_t)(journal_undo_off(sb) - ctl_map)) != 0)
-		sized = errno == EINTR;
-	if (sized)
+	int given = ftruncate(fd, (off_t)size) ? -errno : media_fallocate(fd, ctl_map, journal_undo_off(sb) - ctl_map);
+	if (!given)
 		p = mmap(NULL, KURA_BLOCK, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)ctl_map);
+	else
+		errno = -given;
 	if (p == MAP_FAILED) {
 		err = -errno;
 		snprintf(why, whylen, "cannot make the working copy /dev/shm%s (%llu bytes): %s", name,

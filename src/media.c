@@ -154,9 +154,7 @@ void media_unmap(struct media *m)
  * the first stores then find their pages and only map them (1 us a page
  * here, against 2 us for a fault that also allocates and clears one).
  */
-#define BACK_SHIFT 16
-
-static int fallocate_range(int fd, uint64_t off, uint64_t len)
+int media_fallocate(int fd, uint64_t off, uint64_t len)
 {
 	while (fallocate(fd, 0, (off_t)off, (off_t)len) != 0)
 		if (errno != EINTR)
@@ -164,24 +162,24 @@ static int fallocate_range(int fd, uint64_t off, uint64_t len)
 	return 0;
 }
 
-int media_back(struct media *m, uint64_t off, uint64_t len)
+int media_back_slow(struct media *m, uint64_t off, uint64_t len)
 {
 	if (m->read_only || !len || off >= m->map_size)
 		return 0; /* a private map: its stores copy pages, never the file's */
 	if (len > m->map_size - off)
 		len = m->map_size - off;
-	uint64_t nchunks = (m->map_size + (1ull << BACK_SHIFT) - 1) >> BACK_SHIFT;
+	uint64_t nchunks = (m->map_size + (1ull << MEDIA_BACK_SHIFT) - 1) >> MEDIA_BACK_SHIFT;
 	if (!m->backed)
 		m->backed = calloc((nchunks + 63) / 64, sizeof *m->backed); /* NULL: remember nothing */
-	for (uint64_t c = off >> BACK_SHIFT; c <= (off + len - 1) >> BACK_SHIFT; c++) {
+	for (uint64_t c = off >> MEDIA_BACK_SHIFT; c <= (off + len - 1) >> MEDIA_BACK_SHIFT; c++) {
 		if (m->backed && (m->backed[c / 64] >> (c % 64) & 1))
 			continue;
-		uint64_t lo = c << BACK_SHIFT, hi = lo + (1ull << BACK_SHIFT) < m->map_size ? lo + (1ull << BACK_SHIFT) : m->map_size;
-		int err = fallocate_range(m->fd, lo, hi - lo);
+		uint64_t lo = c << MEDIA_BACK_SHIFT, hi = lo + (1ull << MEDIA_BACK_SHIFT) < m->map_size ? lo + (1ull << MEDIA_BACK_SHIFT) : m->map_size;
+		int err = media_fallocate(m->fd, lo, hi - lo);
 		if (err == -ENOSPC || err == -EDQUOT) {
 			/* The range may fit where its whole chunk does not. */
 			uint64_t a = lo > off ? lo : off, b = hi < off + len ? hi : off + len;
-			if ((err = fallocate_range(m->fd, a, b - a)))
+			if ((err = media_fallocate(m->fd, a, b - a)))
 				return err;
 			continue; /* the rest of the chunk may still be a hole */
 		}

@@ -139,8 +139,21 @@ static inline void media_fence(struct media *m)
 
 /* Gives [off, off + len) of the mapped file storage before anything is
  * stored there: 0, or -ENOSPC (-EDQUOT, -EIO) when the file system has
- * none to give.  A store into a hole that cannot be filled raises SIGBUS. */
-int media_back(struct media *m, uint64_t off, uint64_t len);
+ * none to give.  A store into a hole that cannot be filled raises SIGBUS.
+ * Inline for the common case, a range inside a chunk given already (the
+ * allocator asks for every block it hands out). */
+#define MEDIA_BACK_SHIFT 16
+int media_back_slow(struct media *m, uint64_t off, uint64_t len);
+static inline int media_back(struct media *m, uint64_t off, uint64_t len)
+{
+	uint64_t c = off >> MEDIA_BACK_SHIFT;
+	if (m->backed && len && (off + len - 1) >> MEDIA_BACK_SHIFT == c && off < m->map_size &&
+	    (m->backed[c / 64] >> (c % 64) & 1))
+		return 0;
+	return media_back_slow(m, off, len);
+}
+/* fallocate(fd, 0, off, len) again after a signal: 0 or -errno. */
+int media_fallocate(int fd, uint64_t off, uint64_t len);
 
 void media_memset(struct media *m, uint64_t off, int c, size_t len);
 void media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len);
