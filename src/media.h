@@ -112,12 +112,18 @@ static inline void media_store64(struct media *m, uint64_t off, uint64_t value)
 	__atomic_store_n((uint64_t *)(m->base + off), value, __ATOMIC_RELEASE);
 }
 
+/* Whether the mapping is of memory (a pool on tmpfs, or the file back
+ * end's working copy), not of pmem or a disk file. */
+static inline int media_is_memory(const struct media *m)
+{
+	return m->kind == KURA_PERSIST_MEMORY || (m->kind == KURA_PERSIST_FILE && m->disk_fd >= 0);
+}
+
 /* Whether flushes and fences only order stores the CPU keeps in order
  * anyway: no tracer to tell, no pmem line to write back, no page to msync. */
 static inline int media_flush_is_noop(const struct media *m)
 {
-	return !m->tracer.event &&
-	       (m->kind == KURA_PERSIST_MEMORY || (m->kind == KURA_PERSIST_FILE && m->disk_fd >= 0));
+	return !m->tracer.event && media_is_memory(m);
 }
 
 void media_flush_slow(struct media *m, uint64_t off, size_t len);
