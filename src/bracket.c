@@ -47,37 +47,6 @@ void fs_unlock_for_read(struct kura_fs *fs)
 	lock_release(&fs->lk);
 }
 
-/*
- * The time a change stamps the inodes it touches with.  Linux stamps them
- * from the coarse clock, a tick behind (4 ms here), and makes them fine
- * only for a change after a stat has seen the last one (multigrain
- * timestamps, 6.13): what a program must be able to rely on is that a
- * change it can observe moves the times.  The coarse clock costs 3 ns to
- * read here against 21 for the fine one, which is 4% of a create+stat+
- * unlink, so a change takes the coarse time, or 1 ns after the pool's last
- * change if that is not earlier: every change to a pool, by any process,
- * is stamped later than the one before.  The last stamp lives in the lock
- * table, which any mounter may write: one more than a millisecond ahead of
- * the clock (a million changes in a tick) is not believed, nor is one from
- * before a clock set back.
- */
-#define CHANGE_LEAD_MAX_NS 1000000ull
-static void stamp_change(struct kura_fs *fs)
-{
-	struct timespec now;
-	clock_gettime(CLOCK_REALTIME_COARSE, &now);
-	if (now.tv_sec < 0) {
-		ts_now(&fs->op_time);
-		return;
-	}
-	uint64_t ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
-	uint64_t last = __atomic_load_n(&fs->lk.t->last_change_ns, __ATOMIC_RELAXED);
-	if (last >= ns && last - ns < CHANGE_LEAD_MAX_NS)
-		ns = last + 1;
-	__atomic_store_n(&fs->lk.t->last_change_ns, ns, __ATOMIC_RELAXED);
-	fs->op_time = (struct kura_ts){ .sec = (int64_t)(ns / 1000000000ull), .nsec = (uint32_t)(ns % 1000000000ull) };
-}
-
 int fs_begin(struct kura_fs *fs)
 {
 	if (fs->read_only)
@@ -95,7 +64,7 @@ int fs_begin(struct kura_fs *fs)
 	lock_write_begin(&fs->lk);
 	alloc_drop_frees(fs);
 	tx_begin(&fs->tx);
-	stamp_change(fs);
+	ts_now(&fs->op_time);
 	return 0;
 }
 

@@ -11,7 +11,7 @@
 #include "tracee.h"
 #include "shm.h"
 
-#define LOCKTAB_MAGIC 0x6b6c626174727574ull /* ...6b: open slots without map counts; 6c: no maps_total; 6d: no truncs; 6e: no owners; 6f: no binds; 70: slots hashed apart; 71: 32-byte ledger entries; 72: map state inside the open slots; 73: no change stamp */
+#define LOCKTAB_MAGIC 0x6b6c626174727573ull /* ...6b: open slots without map counts; 6c: no maps_total; 6d: no truncs; 6e: no owners; 6f: no binds; 70: slots hashed apart; 71: 32-byte ledger entries; 72: map state inside the open slots */
 
 static int init_table(struct locktab *t)
 {

@@ -39,7 +39,6 @@ struct locktab {
 	uint64_t seq;
 	uint64_t open_used;
 	uint64_t maps_total;   /* shared maps of any inode: 0 lets writes skip the slot lookup */
-	uint64_t last_change_ns; /* the time the last change was stamped with (bracket.c) */
 	struct lock_open {
 		uint64_t ino, count;
 	} open[LOCK_OPEN_SLOTS];
