@@ -36,8 +36,8 @@ int main(void)
 	    {"read-only mount", test_read_only},   {"pool errors", test_pool_errors},
 	    {"full pool", test_full_pool},         {"reopen/O_TMPFILE", test_reopen_tmpfile},
 	    {"host prefix", test_host_prefix},     {"generation", test_generation},
-	    {"binds", test_binds},                {"directory index", test_dir_index},
-	    {"remembered walks", test_walk_memo},
+	    {"change times", test_change_times},   {"binds", test_binds},
+	    {"directory index", test_dir_index},   {"remembered walks", test_walk_memo},
 	};
 	for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
 		int f0 = nfail;

@@ -456,6 +456,48 @@ static void test_reopen_tmpfile(void)
 
 /* kura_fstatat_gen: one generation per inode for its life; a reused
  * inode number comes with another. */
+static int ts_before(struct timespec a, struct timespec b)
+{
+	return a.tv_sec < b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec < b.tv_nsec);
+}
+
+/* Each change must move the times past the last change's, through this
+ * mount or another (a second mount of the pool shares its lock table, as a
+ * second process does), and stay within a tick or so of the clock: what a
+ * coarser or per-process clock for the stamps would break. */
+static void test_change_times(void)
+{
+	section = "change times";
+	struct stat a, b;
+	int err = 0;
+	kura_fs *other = kura_mount(pool, NULL, &err);
+	CHECK(other != NULL, "a second mount: %s", en(err));
+	if (!other)
+		return;
+	int fd = kura_open(fs, "/stamps", O_CREAT | O_RDWR, 0644);
+	int ofd = kura_open(other, "/stamps", O_RDWR, 0);
+	EXPECT_OK(fd);
+	EXPECT_OK(ofd);
+	int backwards = 0;
+	EXPECT(kura_fstat(fs, fd, &a), 0);
+	for (int i = 0; i < 2000 && fd >= 0 && ofd >= 0; i++) {
+		kura_fs *by = i % 3 ? fs : other;
+		if (kura_pwrite(by, by == fs ? fd : ofd, "x", 1, i) != 1 || kura_fstat(fs, fd, &b))
+			break;
+		backwards += !ts_before(a.st_mtim, b.st_mtim) || !ts_before(a.st_ctim, b.st_ctim);
+		a = b;
+	}
+	CHECK(backwards == 0, "%d of 2000 writes did not move mtime and ctime forward", backwards);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	CHECK(llabs((long long)now.tv_sec - (long long)a.st_mtim.tv_sec) <= 1, "mtime %lld, clock %lld",
+	      (long long)a.st_mtim.tv_sec, (long long)now.tv_sec);
+	EXPECT(kura_close(other, ofd), 0);
+	EXPECT(kura_close(fs, fd), 0);
+	EXPECT(kura_unmount(other), 0);
+	EXPECT(kura_unlink(fs, "/stamps"), 0);
+}
+
 static void test_generation(void)
 {
 	section = "generation";
