@@ -178,7 +178,16 @@ static int cover(struct kp_map *m, size_t from, size_t to, int alloc)
 				if (fd < 0)
 					return -errno;
 				kp_install_bus_handler();
-				r = REAL(mmap)(at, run * PAGE, m->prot, MAP_SHARED | MAP_FIXED, fd, 0);
+				/* At the offset that is the address itself: pieces
+				 * side by side, of one map cut by truncations one
+				 * after another or of maps next to each other, are
+				 * then one run of the memfd, which the kernel merges
+				 * into one mapping.  At offset 0 each stayed apart,
+				 * and a program keeping many maps of a file it
+				 * shrinks (fsx) reached the limit of mappings a
+				 * process may have (vm.max_map_count) long before
+				 * it would have on tmpfs. */
+				r = REAL(mmap)(at, run * PAGE, m->prot, MAP_SHARED | MAP_FIXED, fd, (off_t)(uintptr_t)at);
 				if (r != MAP_FAILED && first + run >= eof_from && first < eof_from)
 					m->eof_pages = npages - first; /* joins the known tail */
 				i += run;
