@@ -40,7 +40,6 @@
 #include "kp.h"
 #include "maptab.h"
 
-
 #define FS(e) (kp_mounts[(e)->mnt].fs)
 
 
@@ -138,7 +137,6 @@ static int past_eof_fd(void)
 	return fd;
 }
 
-
 /* Covers pages [from, to) of m: pool blocks where the file has them, zeros
  * for holes a read-only mount cannot fill, SIGBUS past the end of the
  * file.  0 or -errno. */
@@ -178,15 +176,10 @@ static int cover(struct kp_map *m, size_t from, size_t to, int alloc)
 				if (fd < 0)
 					return -errno;
 				kp_install_bus_handler();
-				/* At the offset that is the address itself: pieces
-				 * side by side, of one map cut by truncations one
-				 * after another or of maps next to each other, are
-				 * then one run of the memfd, which the kernel merges
-				 * into one mapping.  At offset 0 each stayed apart,
-				 * and a program keeping many maps of a file it
-				 * shrinks (fsx) reached the limit of mappings a
-				 * process may have (vm.max_map_count) long before
-				 * it would have on tmpfs. */
+				/* At the offset that is the address: pieces side by
+				 * side then merge into one mapping.  At offset 0,
+				 * fsx (many maps of a file it shrinks) reached
+				 * vm.max_map_count long before it did on tmpfs. */
 				r = REAL(mmap)(at, run * PAGE, m->prot, MAP_SHARED | MAP_FIXED, fd, (off_t)(uintptr_t)at);
 				if (r != MAP_FAILED && first + run >= eof_from && first < eof_from)
 					m->eof_pages = npages - first; /* joins the known tail */
