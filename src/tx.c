@@ -70,7 +70,7 @@ void tx_init(struct tx *t, struct media *m, uint64_t log_off, uint64_t log_size)
 	t->log_end = log_off + log_size;
 	t->log_backed = log_off;
 	t->stamp = 1;
-	t->ordered = m->kind == KURA_PERSIST_MEMORY || (m->kind == KURA_PERSIST_FILE && m->disk_fd >= 0);
+	t->ordered = media_is_memory(m);
 }
 
 void tx_destroy(struct tx *t)
@@ -243,7 +243,8 @@ int tx_is_fresh(struct tx *t, uint64_t block)
  * working copy's log (journal.c) starts as a hole. */
 static int back_log(struct tx *t, uint64_t end)
 {
-	uint64_t to = (end + 65535) & ~65535ull;
+	const uint64_t chunk = 1ull << MEDIA_BACK_SHIFT;
+	uint64_t to = (end + chunk - 1) & ~(chunk - 1);
 	int err = media_back(t->m, t->log_backed, (to < t->log_end ? to : t->log_end) - t->log_backed);
 	if (err)
 		tx_fail(t, err);
