@@ -110,6 +110,70 @@ uint64_t alloc_block(struct kura_fs *fs, int zero)
 	return b;
 }
 
+/* Whether block b may be taken: free, and cheap when cheapness counts. */
+static int takeable(struct kura_fs *fs, uint64_t b, uint64_t bits)
+{
+	return !((bits >> (b % 64)) & 1) &&
+	       (!tx_has_cheap_blocks(&fs->tx) || (tx_cheap_word(&fs->tx, b / 64) >> (b % 64) & 1));
+}
+
+uint64_t alloc_block_at(struct kura_fs *fs, int zero, uint64_t goal)
+{
+	if (fs->tx.err || !block_valid(fs, goal) || !fs_state(fs)->free_blocks)
+		return 0;
+	uint64_t bits = bitmap_word(fs, goal / 64);
+	return takeable(fs, goal, bits) ? claim(fs, goal, bits, zero) : 0;
+}
+
+/* Words a search for a free stretch reads at most: 8 KiB of bitmap, a
+ * microsecond, on the rare allocation whose neighbours' places are taken. */
+#define STRETCH_SCAN 1024u
+/* Free words a stretch may span: 16 MiB a file can grow into unbroken. */
+#define STRETCH_WORDS 64u
+
+static int word_all_free(struct kura_fs *fs, uint64_t w)
+{
+	uint64_t first = w * 64;
+	return first >= fs->first_data_block && first + 64 <= fs->nblocks && !bitmap_word(fs, w) &&
+	       (!tx_has_cheap_blocks(&fs->tx) || tx_cheap_word(&fs->tx, w) == ~0ull);
+}
+
+/* The search runs down from the top of the pool while next-fit runs up from
+ * the bottom, so that small files packed by next-fit do not land where
+ * large files grow.  In a stretch of free words it leaves the lowest `need`
+ * to whatever lies below (a file placed earlier may not have filled its
+ * words yet), takes its place in the next `need` and leaves the rest above
+ * for its file to grow into.  The next search starts below the stretch. */
+uint64_t alloc_block_in_stretch(struct kura_fs *fs, int zero, unsigned slot, unsigned words)
+{
+	uint64_t nwords = fs->nblocks / 64, need = slot / 64 + 1, run = 0, spare = 0;
+	if (need < words)
+		need = words;
+	if (fs->tx.err || !nwords || 2 * need > STRETCH_WORDS)
+		return alloc_block(fs, zero);
+	uint64_t w = fs->stretch_hint < nwords ? fs->stretch_hint : nwords - 1;
+	for (unsigned i = 0; i < STRETCH_SCAN && i < nwords; i++, w = w ? w - 1 : nwords - 1) {
+		if (!word_all_free(fs, w)) {
+			run = 0;
+			continue;
+		}
+		int free_below = w && word_all_free(fs, w - 1);
+		if (++run < STRETCH_WORDS && free_below)
+			continue;
+		if (run >= 2 * need) {
+			fs->stretch_hint = w ? w - 1 : nwords - 1;
+			return claim(fs, (w + need) * 64 + slot, 0, zero);
+		}
+		if (run >= 2 && !spare)
+			spare = w + 1;
+		run = 0;
+	}
+	fs->stretch_hint = w;
+	/* A pool too full for such a stretch: a word at least, so that the
+	 * block's stretch is not broken up block by block. */
+	return spare ? claim(fs, spare * 64 + slot % 64, 0, zero) : alloc_block(fs, zero);
+}
+
 void alloc_free(struct kura_fs *fs, uint64_t block)
 {
 	if (!block_valid(fs, block))

@@ -16,6 +16,15 @@
 /* Returns a zeroed block, or 0 with the transaction failed with -ENOSPC.
  * `zero` = 0 skips zeroing when the caller fills the whole block. */
 uint64_t alloc_block(struct kura_fs *fs, int zero);
+/* Where a block goes decides how many kernel mappings a shared map of its
+ * file takes: one per run of the file's blocks that lie side by side in the
+ * pool.  So a file's blocks are placed by goal (inode.h's bmap_alloc):
+ * alloc_block_at takes exactly `goal` if it is free, else returns 0 with
+ * nothing changed; alloc_block_in_stretch takes the block `slot` blocks
+ * into a stretch of at least `words` free bitmap words (more if slot is
+ * further), or falls back to alloc_block. */
+uint64_t alloc_block_at(struct kura_fs *fs, int zero, uint64_t goal);
+uint64_t alloc_block_in_stretch(struct kura_fs *fs, int zero, unsigned slot, unsigned words);
 void alloc_free(struct kura_fs *fs, uint64_t block);
 void alloc_apply_frees(struct kura_fs *fs);
 void alloc_drop_frees(struct kura_fs *fs);

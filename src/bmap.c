@@ -52,6 +52,72 @@ uint64_t bmap_get(const struct kura_fs *fs, const struct kura_inode *ip, uint64_
 	return block_valid(fs, b) ? b : 0;
 }
 
+/* The leaf slots that map fblock's MAP_FANOUT-aligned stretch, or NULL. */
+static const uint64_t *leaf_of(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock)
+{
+	unsigned h = ip->height;
+	uint64_t b = ip->root;
+	if (!b || !h || h > MAP_MAX_HEIGHT || fblock >= span_of(h))
+		return NULL;
+	for (unsigned level = h; level > 1; level--) {
+		if (!block_valid(fs, b))
+			return NULL;
+		b = node_ptr(fs, b)[(fblock >> (MAP_SHIFT * (level - 1))) & (MAP_FANOUT - 1)];
+	}
+	return block_valid(fs, b) ? node_ptr(fs, b) : NULL;
+}
+
+/* A file's blocks are placed by stretches of this many, one bitmap word:
+ * a block follows its own stretch's blocks before those of others. */
+#define PLACE_STRETCH 64u
+/* The first blocks of a file, where a neighbour's place is taken, go where
+ * next-fit puts them: small files stay packed together, not one to a word.
+ * 64 KiB, the memory back end's unit of storage (media.h). */
+#define PACK_BELOW 16u
+
+/* The place a neighbour already has decides fblock's: next to it, at the
+ * same distance as in the file.  Neighbours in fblock's own stretch come
+ * first, nearest first, so that a stretch started in one place is not
+ * started again in another from the stretch before it; only a stretch with
+ * no block yet follows the blocks either side.  When all those places are
+ * taken, a small file's block goes where next-fit puts it, a large file's
+ * to its place in free words enough for its whole leaf, where the leaf's
+ * other blocks then find theirs. */
+uint64_t bmap_alloc(struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock, int zero)
+{
+	const uint64_t *leaf = leaf_of(fs, ip, fblock);
+	unsigned in_leaf = (unsigned)(fblock & (MAP_FANOUT - 1)), at = in_leaf % PLACE_STRETCH, base = in_leaf - at;
+	int grouped = 0;
+	uint64_t b = 0;
+	for (unsigned d = 1; leaf && d < PLACE_STRETCH && !fs->tx.err; d++)
+		for (int side = -1; side <= 1; side += 2) {
+			int i = (int)at + side * (int)d;
+			uint64_t nb = i >= 0 && i < (int)PLACE_STRETCH ? leaf[base + (unsigned)i] : 0;
+			if (!block_valid(fs, nb) || nb + at < (uint64_t)i)
+				continue;
+			grouped = 1;
+			if ((b = alloc_block_at(fs, zero, nb + at - (uint64_t)i)))
+				return b;
+		}
+	/* The nearest block on either side in the same leaf, else the blocks
+	 * just before and after (in the leaves beside it). */
+	for (int side = -1; side <= 1 && !grouped && !fs->tx.err; side += 2) {
+		uint64_t nb = 0, d = 0;
+		for (int i = (int)in_leaf + side; leaf && !nb && i >= 0 && i < (int)MAP_FANOUT; i += side)
+			d++, nb = block_valid(fs, leaf[i]) ? leaf[i] : 0;
+		if (!nb) {
+			d = 1;
+			nb = side < 0 ? (fblock ? bmap_get(fs, ip, fblock - 1) : 0) : bmap_get(fs, ip, fblock + 1);
+		}
+		uint64_t goal = side < 0 ? nb + d : nb - d;
+		if (nb && (side < 0 || nb >= d) && (b = alloc_block_at(fs, zero, goal)))
+			return b;
+	}
+	if (fs->tx.err)
+		return 0;
+	return fblock < PACK_BELOW ? alloc_block(fs, zero) : alloc_block_in_stretch(fs, zero, in_leaf, MAP_FANOUT / 64);
+}
+
 static void add_blocks(struct kura_fs *fs, uint64_t ino, int64_t delta)
 {
 	const struct kura_inode *ip = media_ptr(&fs->m, ino_off(ino));

@@ -53,6 +53,7 @@ struct kura_fs {
 	struct kura_ts op_time;
 	/* allocator (DRAM, valid only under the mutex) */
 	uint64_t alloc_hint;
+	uint64_t stretch_hint;       /* the next bitmap word alloc_block_in_stretch looks at, going down */
 	/* Blocks this mount freed lately, tried before the scan (alloc.c). */
 	uint64_t recent_free[32];
 	unsigned nrecent_free;

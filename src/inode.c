@@ -356,7 +356,7 @@ ssize_t inode_write(struct kura_fs *fs, uint64_t ino, const void *buf, size_t le
 		} else {
 			/* New block, or a whole-block overwrite: fill a fresh block
 			 * and swap the map entry. */
-			uint64_t nb = alloc_block(fs, 0);
+			uint64_t nb = b ? alloc_block(fs, 0) : bmap_alloc(fs, ip, fb, 0);
 			if (!nb)
 				break;
 			if (n == KURA_BLOCK) {
@@ -453,7 +453,7 @@ int inode_fallocate(struct kura_fs *fs, uint64_t ino, int mode, uint64_t off, ui
 		     fb++) {
 			if (bmap_get(fs, ip, fb))
 				continue;
-			uint64_t nb = alloc_block(fs, 1);
+			uint64_t nb = bmap_alloc(fs, ip, fb, 1);
 			if (!nb)
 				break;
 			bmap_set(fs, ino, fb, nb);

@@ -70,9 +70,13 @@ uint64_t bmap_get(const struct kura_fs *fs, const struct kura_inode *ip, uint64_
 /* Maps fblock to `block` (0 unmaps); returns the block previously mapped,
  * which the caller frees or keeps.  Interior nodes are allocated as needed. */
 uint64_t bmap_set(struct kura_fs *fs, uint64_t ino, uint64_t fblock, uint64_t block);
-/* Frees every mapped block in [first, last) and interior nodes left empty. */
+/* A new block for fblock of ip, placed beside the file's neighbouring
+ * blocks so that a shared map of the file takes few kernel mappings
+ * (alloc.h); 0 with the transaction failed if none. */
+uint64_t bmap_alloc(struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock, int zero);
 /* The first mapped file block >= fb, UINT64_MAX if none. */
 uint64_t bmap_next_data(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t fb);
+/* Frees every mapped block in [first, last) and interior nodes left empty. */
 void bmap_free_range(struct kura_fs *fs, uint64_t ino, uint64_t first, uint64_t last);
 
 /* Data. */

@@ -6,7 +6,8 @@
  * stay allocated (and keep their bytes) until the last unpin, then come
  * back, fsck clean; an unlinked mapped file lives until its unpin.  On a
  * memory pool and on a disk pool (whose map stores reach the pool file
- * only through kura_map_sync's journal record). */
+ * only through kura_map_sync's journal record).  And a file's blocks lie
+ * side by side, however it was written, so its map takes few mappings. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -39,6 +40,53 @@ static uint64_t free_blocks(kura_fs *fs)
 	struct kura_info in;
 	kura_info(fs, &in);
 	return in.blocks_free;
+}
+
+/* Runs of side-by-side pool blocks in file blocks [0, n) of path: the
+ * kernel mappings a shared map of the whole file takes. */
+static int runs_of(kura_fs *fs, const char *path, uint64_t n)
+{
+	static uint64_t offs[1024];
+	uint64_t ino;
+	int fd = kura_open(fs, path, O_RDWR, 0), runs = -1;
+	if (n <= 1024 && fd >= 0 && !kura_map_pin(fs, fd, 1, &ino)) {
+		if (kura_map_blocks(fs, ino, 0, n, 0, offs) >= 0) {
+			runs = 1;
+			for (uint64_t i = 1; i < n; i++)
+				runs += !offs[i] || offs[i] != offs[i - 1] + PG;
+		}
+		kura_map_unpin(fs, ino);
+	}
+	kura_close(fs, fd);
+	return runs;
+}
+
+/* Where blocks land: a file written in random order, and two files
+ * appended a block at a time in turn, each lie in few runs (a block per
+ * run before placement by neighbour: 1,024 and 512 mappings). */
+static void placement(kura_fs *fs)
+{
+	char blk[PG];
+	memset(blk, 'p', sizeof blk);
+	int r = kura_open(fs, "/random", O_CREAT | O_RDWR, 0644);
+	int a = kura_open(fs, "/a", O_CREAT | O_RDWR, 0644), b = kura_open(fs, "/b", O_CREAT | O_RDWR, 0644);
+	int ok = r >= 0 && a >= 0 && b >= 0;
+	/* 1024 blocks in the order of i * 389 mod 1024 (389 odd: a permutation). */
+	for (uint64_t i = 0; i < 1024 && ok; i++)
+		ok = kura_pwrite(fs, r, blk, PG, (off_t)((i * 389) % 1024) * PG) == PG;
+	for (off_t i = 0; i < 512 && ok; i++)
+		ok = kura_pwrite(fs, a, blk, PG, i * PG) == PG && kura_pwrite(fs, b, blk, PG, i * PG) == PG;
+	CHECK(ok, "placement files written");
+	kura_close(fs, r);
+	kura_close(fs, a);
+	kura_close(fs, b);
+	int rr = runs_of(fs, "/random", 1024), ra = runs_of(fs, "/a", 512), rb = runs_of(fs, "/b", 512);
+	CHECK(rr > 0 && rr <= 64, "a file written in random order lies in %d runs of blocks (at most 64)", rr);
+	CHECK(ra > 0 && ra <= 32 && rb > 0 && rb <= 32, "files appended in turn lie in %d and %d runs (at most 32)",
+	      ra, rb);
+	kura_unlink(fs, "/random");
+	kura_unlink(fs, "/a");
+	kura_unlink(fs, "/b");
 }
 
 static void one_pool(const char *pool, enum kura_persist persist)
@@ -106,6 +154,7 @@ static void one_pool(const char *pool, enum kura_persist persist)
 	CHECK(kura_map_unpin(fs, ino) == 0, "unpin");
 	CHECK(free_blocks(fs) >= before + 64, "all blocks back after the last unpin: %llu free, %llu before",
 	      (unsigned long long)free_blocks(fs), (unsigned long long)before);
+	placement(fs);
 	kura_unmount(fs);
 	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean (%s)", pool);
 	unlink(pool);
