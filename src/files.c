@@ -232,8 +232,12 @@ static int open_counted_once(struct kura_fs *fs, const struct open_req *rq, int 
 {
 	uint64_t ino = 0;
 	int counted = 0, err;
-	if (fs->read_only) {
-		fs_lock_for_read(fs);
+	if (fs->read_only || !(rq->flags & (O_CREAT | O_TRUNC | TMPFILE_BIT))) {
+		/* An open that creates and truncates nothing changes only its
+		 * count, which is the lock table's: the mutex, but no transaction,
+		 * whose odd counter would send every reader elsewhere to wait. */
+		if ((err = fs_lock_for_read_or_fail(fs)))
+			return err;
 		err = open_lookup(fs, rq, &ino);
 		if (!err)
 			err = lock_open_inc(&fs->lk, ino);

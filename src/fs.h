@@ -118,7 +118,7 @@ void fs_unlock_for_read(struct kura_fs *fs);
 	do {                                                                       \
 		int fs_read_done_ = 0;                                             \
 		for (int fs_try_ = 0; fs_try_ < FS_OPTIMISTIC_TRIES; fs_try_++) {  \
-			uint64_t fs_seq_ = lock_read_begin(&(fs)->lk);              \
+			uint64_t fs_seq_ = lock_read_wait(&(fs)->lk);               \
 			if (fs_seq_ & 1)                                           \
 				break;                                             \
 			body;                                                      \

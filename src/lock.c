@@ -145,15 +145,33 @@ void lock_detach(struct lockh *h, int pool_fd)
 	h->fd = -1;
 }
 
+/* The mutex taken within the spin (trylock's answer), or EBUSY.  glibc's
+ * robust mutexes do not spin themselves; the lock word holds the owner's
+ * thread id, 0 when free. */
+static int spin_for(pthread_mutex_t *m)
+{
+	int r = pthread_mutex_trylock(m);
+	for (int i = 0; r == EBUSY && i < LOCK_SPIN_PAUSES; i++) {
+		lock_cpu_relax();
+		if (!__atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED))
+			r = pthread_mutex_trylock(m);
+	}
+	return r;
+}
+
 int lock_acquire(struct lockh *h)
 {
-	int r = pthread_mutex_lock(&h->t->mutex);
+	int r = spin_for(&h->t->mutex);
+	if (r == EBUSY)
+		r = pthread_mutex_lock(&h->t->mutex);
 	return r == EOWNERDEAD;
 }
 
 int lock_acquire_unless_tracee(struct lockh *h)
 {
-	int r = tracee_safe_lock(&h->t->mutex);
+	int r = spin_for(&h->t->mutex);
+	if (r == EBUSY)
+		r = tracee_safe_lock(&h->t->mutex);
 	return r == EDEADLK ? -EDEADLK : r == EOWNERDEAD;
 }
 

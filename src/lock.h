@@ -117,10 +117,37 @@ void lock_release(struct lockh *h);
  * the owner's thread id there for the kernel's robust list. */
 int lock_held_here(const struct lockh *h);
 
+/* A change holds the mutex for a microsecond or so, while a thread that
+ * sleeps on it pays a futex round trip and a wake-up, several times that:
+ * a thread that finds the pool busy first waits this many pauses (about
+ * 5 us here) for it to come free.  Only then does it sleep, so a holder
+ * that is not running (more threads than cores) costs little more. */
+#define LOCK_SPIN_PAUSES 200
+
+static inline void lock_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield");
+#endif
+}
+
 /* Seqlock for readers. */
 static inline uint64_t lock_read_begin(const struct lockh *h)
 {
 	return __atomic_load_n(&h->t->seq, __ATOMIC_ACQUIRE);
+}
+/* The counter once the change in progress has ended, or still odd if it
+ * has not within the spin. */
+static inline uint64_t lock_read_wait(const struct lockh *h)
+{
+	uint64_t seq = lock_read_begin(h);
+	for (int i = 0; (seq & 1) && i < LOCK_SPIN_PAUSES; i++) {
+		lock_cpu_relax();
+		seq = lock_read_begin(h);
+	}
+	return seq;
 }
 static inline int lock_read_valid(const struct lockh *h, uint64_t seq)
 {
