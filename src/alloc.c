@@ -138,6 +138,24 @@ static int word_all_free(struct kura_fs *fs, uint64_t w)
 	       (!tx_has_cheap_blocks(&fs->tx) || tx_cheap_word(&fs->tx, w) == ~0ull);
 }
 
+/* Reused space first: the search runs up from the lowest word a free made
+ * whole again, as next-fit does from the lowest block freed, so a pool that
+ * creates and deletes files keeps to the storage it has. */
+uint64_t alloc_block_in_word(struct kura_fs *fs, int zero, unsigned slot)
+{
+	uint64_t nwords = fs->nblocks / 64;
+	if (fs->tx.err || !nwords || slot >= 64)
+		return alloc_block(fs, zero);
+	uint64_t w = fs->word_hint < nwords ? fs->word_hint : 0;
+	for (unsigned i = 0; i < STRETCH_SCAN && i < nwords; i++, w = w + 1 < nwords ? w + 1 : 0)
+		if (word_all_free(fs, w)) {
+			fs->word_hint = w + 1;
+			return claim(fs, w * 64 + slot, 0, zero);
+		}
+	fs->word_hint = w;
+	return alloc_block(fs, zero);
+}
+
 /* The search runs down from the top of the pool while next-fit runs up from
  * the bottom, so that small files packed by next-fit do not land where
  * large files grow.  In a stretch of free words it leaves the lowest `need`
@@ -204,6 +222,12 @@ void alloc_apply_frees(struct kura_fs *fs)
 		freed++;
 		if (b < fs->alloc_hint)
 			fs->alloc_hint = b;
+		if (!(bits & ~(1ull << (b % 64)))) { /* the word is whole again */
+			if (b / 64 < fs->word_hint)
+				fs->word_hint = b / 64;
+			if (b / 64 > fs->stretch_hint)
+				fs->stretch_hint = b / 64;
+		}
 		if (fs->nrecent_free < sizeof fs->recent_free / sizeof *fs->recent_free)
 			fs->recent_free[fs->nrecent_free++] = b;
 	}

@@ -25,6 +25,9 @@ uint64_t alloc_block(struct kura_fs *fs, int zero);
  * further), or falls back to alloc_block. */
 uint64_t alloc_block_at(struct kura_fs *fs, int zero, uint64_t goal);
 uint64_t alloc_block_in_stretch(struct kura_fs *fs, int zero, unsigned slot, unsigned words);
+/* Slot `slot` of a free bitmap word near the pool's used space, or as
+ * alloc_block. */
+uint64_t alloc_block_in_word(struct kura_fs *fs, int zero, unsigned slot);
 void alloc_free(struct kura_fs *fs, uint64_t block);
 void alloc_apply_frees(struct kura_fs *fs);
 void alloc_drop_frees(struct kura_fs *fs);

@@ -70,7 +70,7 @@ static const uint64_t *leaf_of(const struct kura_fs *fs, const struct kura_inode
 /* A file's blocks are placed by stretches of this many, one bitmap word:
  * a block follows its own stretch's blocks before those of others. */
 #define PLACE_STRETCH 64u
-/* The first blocks of a file, where a neighbour's place is taken, go where
+/* A small file's blocks, where a neighbour's place is taken, go where
  * next-fit puts them: small files stay packed together, not one to a word.
  * 64 KiB, the memory back end's unit of storage (media.h). */
 #define PACK_BELOW 16u
@@ -80,9 +80,12 @@ static const uint64_t *leaf_of(const struct kura_fs *fs, const struct kura_inode
  * first, nearest first, so that a stretch started in one place is not
  * started again in another from the stretch before it; only a stretch with
  * no block yet follows the blocks either side.  When all those places are
- * taken, a small file's block goes where next-fit puts it, a large file's
- * to its place in free words enough for its whole leaf, where the leaf's
- * other blocks then find theirs. */
+ * taken, a small file's block goes where next-fit puts it; a block of a
+ * file's first leaf to its slot in a free word near the used space (where
+ * deleted files' words are reused); a block further on to its place in free
+ * words enough for its whole leaf, where the leaf's other blocks then find
+ * theirs (a large file placed a word at a time took a mapping per 256 KiB;
+ * whole leaves, per 2 MiB). */
 uint64_t bmap_alloc(struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock, int zero)
 {
 	const uint64_t *leaf = leaf_of(fs, ip, fblock);
@@ -109,13 +112,20 @@ uint64_t bmap_alloc(struct kura_fs *fs, const struct kura_inode *ip, uint64_t fb
 			d = 1;
 			nb = side < 0 ? (fblock ? bmap_get(fs, ip, fblock - 1) : 0) : bmap_get(fs, ip, fblock + 1);
 		}
+		/* Further away, only a block at its place in a word of its own
+		 * (a leaf placed whole) says where this one goes. */
 		uint64_t goal = side < 0 ? nb + d : nb - d;
-		if (nb && (side < 0 || nb >= d) && (b = alloc_block_at(fs, zero, goal)))
+		if (nb && (side < 0 || nb >= d) && (d == 1 || goal % PLACE_STRETCH == at) &&
+		    (b = alloc_block_at(fs, zero, goal)))
 			return b;
 	}
 	if (fs->tx.err)
 		return 0;
-	return fblock < PACK_BELOW ? alloc_block(fs, zero) : alloc_block_in_stretch(fs, zero, in_leaf, MAP_FANOUT / 64);
+	if (fblock < PACK_BELOW && ip->size <= (uint64_t)PACK_BELOW * KURA_BLOCK)
+		return alloc_block(fs, zero);
+	if (fblock < MAP_FANOUT)
+		return alloc_block_in_word(fs, zero, at);
+	return alloc_block_in_stretch(fs, zero, in_leaf, MAP_FANOUT / 64);
 }
 
 static void add_blocks(struct kura_fs *fs, uint64_t ino, int64_t delta)
