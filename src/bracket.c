@@ -68,6 +68,19 @@ int fs_begin(struct kura_fs *fs)
 	return 0;
 }
 
+/* A file that grows takes the block after the one it took last: where
+ * that starts a chunk of the pool without storage, the storage is given
+ * now, after the mutex, rather than by the next operation while every
+ * other waits (on memory about 35 us a chunk, fallocate and populate). */
+static void back_ahead(struct kura_fs *fs)
+{
+	if (!__atomic_load_n(&fs->back_ahead, __ATOMIC_RELAXED))
+		return;
+	uint64_t off = __atomic_exchange_n(&fs->back_ahead, 0, __ATOMIC_RELAXED);
+	if (off && off < block_off(fs->nblocks))
+		(void)media_back(&fs->m, off, KURA_BLOCK); /* a failure is the next claim's to report */
+}
+
 int fs_end(struct kura_fs *fs, int ret)
 {
 	uint64_t lsn = 0;
@@ -92,6 +105,7 @@ int fs_end(struct kura_fs *fs, int ret)
 	lock_write_end(&fs->lk);
 	dir_index_end(fs, committed);
 	lock_release(&fs->lk);
+	back_ahead(fs);
 	/* Outside the pool mutex, so that others commit while this waits and
 	 * one flush covers them all. */
 	if (lsn && fs->j.sync_each_op && ret >= 0) {

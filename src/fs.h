@@ -55,6 +55,7 @@ struct kura_fs {
 	uint64_t alloc_hint;
 	uint64_t stretch_hint;       /* the next bitmap word alloc_block_in_stretch looks at, going down */
 	uint64_t word_hint;          /* and alloc_block_in_word, going up */
+	uint64_t back_ahead;         /* pool offset to give storage after the operation (fs_end); atomic */
 	/* Blocks this mount freed lately, tried before the scan (alloc.c). */
 	uint64_t recent_free[32];
 	unsigned nrecent_free;

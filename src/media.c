@@ -189,10 +189,17 @@ int media_back_slow(struct media *m, uint64_t off, uint64_t len)
 	if (len > m->map_size - off)
 		len = m->map_size - off;
 	uint64_t nchunks = (m->map_size + (1ull << MEDIA_BACK_SHIFT) - 1) >> MEDIA_BACK_SHIFT;
-	if (!m->backed)
-		m->backed = calloc((nchunks + 63) / 64, sizeof *m->backed); /* NULL: remember nothing */
+	uint64_t *backed = __atomic_load_n(&m->backed, __ATOMIC_ACQUIRE);
+	if (!backed) {
+		uint64_t *fresh = calloc((nchunks + 63) / 64, sizeof *fresh); /* NULL: remember nothing */
+		if (fresh && !__atomic_compare_exchange_n(&m->backed, &backed, fresh, 0, __ATOMIC_ACQ_REL,
+							  __ATOMIC_ACQUIRE))
+			free(fresh); /* another thread's came first: backed is it */
+		else
+			backed = fresh;
+	}
 	for (uint64_t c = off >> MEDIA_BACK_SHIFT; c <= (off + len - 1) >> MEDIA_BACK_SHIFT; c++) {
-		if (m->backed && (m->backed[c / 64] >> (c % 64) & 1))
+		if (backed && (__atomic_load_n(&backed[c / 64], __ATOMIC_RELAXED) >> (c % 64) & 1))
 			continue;
 		uint64_t lo = c << MEDIA_BACK_SHIFT, hi = lo + (1ull << MEDIA_BACK_SHIFT) < m->map_size ? lo + (1ull << MEDIA_BACK_SHIFT) : m->map_size;
 		int err = media_fallocate(m->fd, lo, hi - lo);
@@ -207,10 +214,10 @@ int media_back_slow(struct media *m, uint64_t off, uint64_t len)
 			return err;
 		/* Given, or a file that fallocate cannot fill (device DAX, a file
 		 * system without it): nothing more to do there either way. */
-		if (m->backed)
-			m->backed[c / 64] |= 1ull << (c % 64);
 		if (!err && media_is_memory(m))
 			populate(m, lo, hi - lo);
+		if (backed)
+			__atomic_fetch_or(&backed[c / 64], 1ull << (c % 64), __ATOMIC_RELEASE);
 	}
 	return 0;
 }

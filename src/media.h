@@ -67,7 +67,8 @@ struct media {
 	 * them into its record): filled through the cache, not around it. */
 	int fresh_cached;
 	/* The 64 KiB chunks of the mapped file this process has given storage
-	 * (media_back), a bit each; NULL until the first. */
+	 * (media_back), a bit each; NULL until the first.  Atomic: a thread may
+	 * give storage ahead outside the pool mutex (fs_end). */
 	uint64_t *backed;
 };
 
@@ -153,8 +154,9 @@ int media_back_slow(struct media *m, uint64_t off, uint64_t len);
 static inline int media_back(struct media *m, uint64_t off, uint64_t len)
 {
 	uint64_t c = off >> MEDIA_BACK_SHIFT;
-	if (m->backed && len && (off + len - 1) >> MEDIA_BACK_SHIFT == c && off < m->map_size &&
-	    (m->backed[c / 64] >> (c % 64) & 1))
+	const uint64_t *backed = __atomic_load_n(&m->backed, __ATOMIC_ACQUIRE);
+	if (backed && len && (off + len - 1) >> MEDIA_BACK_SHIFT == c && off < m->map_size &&
+	    (__atomic_load_n(&backed[c / 64], __ATOMIC_RELAXED) >> (c % 64) & 1))
 		return 0;
 	return media_back_slow(m, off, len);
 }
