@@ -36,23 +36,8 @@ static unsigned next_used_slot(const uint64_t *node, unsigned i)
 	return MAP_FANOUT;
 }
 
-uint64_t bmap_get(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock)
-{
-	unsigned h = ip->height;
-	uint64_t b = ip->root;
-	if (!b || h > MAP_MAX_HEIGHT || fblock >= span_of(h))
-		return 0;
-	for (unsigned level = h; level > 0; level--) {
-		if (!block_valid(fs, b))
-			return 0;
-		b = node_ptr(fs, b)[(fblock >> (MAP_SHIFT * (level - 1))) & (MAP_FANOUT - 1)];
-		if (!b)
-			return 0;
-	}
-	return block_valid(fs, b) ? b : 0;
-}
-
-/* The leaf slots that map fblock's MAP_FANOUT-aligned stretch, or NULL. */
+/* The leaf slots that map fblock's MAP_FANOUT-aligned stretch, or NULL
+ * (also for a tree of height 0, whose root is fblock 0's block itself). */
 static const uint64_t *leaf_of(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock)
 {
 	unsigned h = ip->height;
@@ -65,6 +50,18 @@ static const uint64_t *leaf_of(const struct kura_fs *fs, const struct kura_inode
 		b = node_ptr(fs, b)[(fblock >> (MAP_SHIFT * (level - 1))) & (MAP_FANOUT - 1)];
 	}
 	return block_valid(fs, b) ? node_ptr(fs, b) : NULL;
+}
+
+uint64_t bmap_get(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock)
+{
+	uint64_t b;
+	if (!ip->height) {
+		b = fblock ? 0 : ip->root;
+	} else {
+		const uint64_t *leaf = leaf_of(fs, ip, fblock);
+		b = leaf ? leaf[fblock & (MAP_FANOUT - 1)] : 0;
+	}
+	return block_valid(fs, b) ? b : 0;
 }
 
 /* A file's blocks are placed by stretches of this many, one bitmap word:
