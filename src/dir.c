@@ -73,10 +73,13 @@ const struct kura_bucket *dir_slot_bucket(const struct kura_fs *fs, const struct
 	return dir_bucket_at(fs, dip, i, NULL);
 }
 
-/* Finds name; returns its bucket's block and the entry's position. */
+/* Finds name; returns its bucket's block and the entry's position, and
+ * the name's hash in *hash when the directory has more than one bucket (a
+ * remove needs it again to merge; with one bucket its slot is 0 anyway). */
 static int find(const struct kura_fs *fs, const struct kura_inode *dip, const char *name, size_t len,
-		uint64_t *block, uint32_t *at)
+		uint64_t *block, uint32_t *at, uint64_t *hash)
 {
+	*hash = 0;
 	if (!dip->root)
 		return -ENOENT;
 	const struct kura_dirent_disk *e;
@@ -99,7 +102,7 @@ static int find(const struct kura_fs *fs, const struct kura_inode *dip, const ch
 			return bad ? -EUCLEAN : -ENOENT;
 		}
 	}
-	uint64_t h = dir_hash(fs, name, len);
+	uint64_t h = *hash = dir_hash(fs, name, len);
 	const struct kura_bucket *bk = dir_bucket_at(fs, dip, h & mask_of(dip), block);
 	if (!bk)
 		return -EUCLEAN;
@@ -134,9 +137,9 @@ static int find(const struct kura_fs *fs, const struct kura_inode *dip, const ch
 int dir_lookup(const struct kura_fs *fs, const struct kura_inode *dip, const char *name, size_t len, uint64_t *ino,
 	       unsigned *type)
 {
-	uint64_t b;
+	uint64_t b, h;
 	uint32_t at;
-	int err = find(fs, dip, name, len, &b, &at);
+	int err = find(fs, dip, name, len, &b, &at, &h);
 	if (err)
 		return err;
 	const struct kura_dirent_disk *e = entry_at(block_ptr(fs, b), at);
@@ -422,9 +425,9 @@ static int last_entry_at(const struct kura_fs *fs, uint64_t b, const struct kura
 int dir_remove(struct kura_fs *fs, uint64_t dino, const char *name, size_t len)
 {
 	const struct kura_inode *dip = dir_inode(fs, dino);
-	uint64_t b;
+	uint64_t b, h;
 	uint32_t at;
-	int err = find(fs, dip, name, len, &b, &at);
+	int err = find(fs, dip, name, len, &b, &at, &h);
 	if (err)
 		return err;
 	const struct kura_bucket *bk = block_ptr(fs, b);
@@ -459,7 +462,7 @@ int dir_remove(struct kura_fs *fs, uint64_t dino, const char *name, size_t len)
 	inode_count_entries(fs, dino, -1);
 	if (fs->tx.err)
 		return fs->tx.err;
-	return merge(fs, dino, dir_hash(fs, name, len) & mask_of(dip));
+	return merge(fs, dino, h & mask_of(dip));
 }
 
 int dir_compact(struct kura_fs *fs, uint64_t dino)
@@ -478,9 +481,9 @@ int dir_compact(struct kura_fs *fs, uint64_t dino)
 int dir_retarget(struct kura_fs *fs, uint64_t dino, const char *name, size_t len, uint64_t ino, unsigned type)
 {
 	const struct kura_inode *dip = dir_inode(fs, dino);
-	uint64_t b;
+	uint64_t b, h;
 	uint32_t at;
-	int err = find(fs, dip, name, len, &b, &at);
+	int err = find(fs, dip, name, len, &b, &at, &h);
 	if (err)
 		return err;
 	walks_changed(fs, entry_at(block_ptr(fs, b), at)->type);
