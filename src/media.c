@@ -276,6 +276,8 @@ void media_flush_slow(struct media *m, uint64_t off, size_t len)
 	if (!len)
 		return;
 	media_trace(m, MEDIA_FLUSH, off, NULL, len);
+	if (m->read_only)
+		return;
 	if (m->kind == KURA_PERSIST_FILE && m->disk_fd < 0) {
 		file_note_dirty(m, off, len);
 		return;
@@ -318,7 +320,7 @@ void media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len)
 
 void media_fence_slow(struct media *m)
 {
-	if (m->kind == KURA_PERSIST_FILE && m->disk_fd < 0) {
+	if (m->kind == KURA_PERSIST_FILE && m->disk_fd < 0 && !m->read_only) {
 		media_trace(m, MEDIA_FENCE, 0, m->dirty, m->ndirty); /* what msync will write */
 		for (size_t i = 0; i < m->ndirty; i++)
 			if (msync(m->base + m->dirty[i].start, m->dirty[i].end - m->dirty[i].start, MS_SYNC) &&
