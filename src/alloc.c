@@ -47,13 +47,22 @@ static uint64_t claim(struct kura_fs *fs, uint64_t b, uint64_t bits, int zero)
 	return b;
 }
 
-/* A block this mount freed lately, if still free.  An overwrite frees the
- * block it replaces, somewhere inside a full region: without this, next-fit
- * would scan from its hint across that region to reach it, on every write. */
+#define RECENT_FREE (sizeof ((struct kura_fs *)0)->recent_free / sizeof (uint64_t))
+
+/* A block this mount freed lately, if still free: those of the last
+ * transaction that freed any first, in the order it freed them.  An
+ * overwrite of whole blocks writes new ones and frees those it replaces,
+ * somewhere inside a full region: without this, next-fit would scan from
+ * its hint across that region to reach them, on every write, and on a pool
+ * in memory it would rather take storage never used (the kernel's page
+ * allocation, 2 us a page here, and more memory) than what the last write
+ * gave back.  1,024 deep, so that a sequential rewrite in writes of up to
+ * 4 MiB takes the blocks the write before it freed, in the order they held
+ * the file's data: the file's blocks stay in ascending runs. */
 static uint64_t reuse_recent(struct kura_fs *fs, int zero)
 {
 	while (fs->nrecent_free) {
-		uint64_t b = fs->recent_free[--fs->nrecent_free];
+		uint64_t b = fs->recent_free[(fs->recent_first + --fs->nrecent_free) % RECENT_FREE];
 		uint64_t bits = bitmap_word(fs, b / 64);
 		if (b < fs->nblocks && b >= fs->first_data_block && !((bits >> (b % 64)) & 1) &&
 		    (tx_cheap_word(&fs->tx, b / 64) >> (b % 64) & 1))
@@ -229,11 +238,18 @@ void alloc_apply_frees(struct kura_fs *fs)
 			if (b / 64 > fs->stretch_hint)
 				fs->stretch_hint = b / 64;
 		}
-		if (fs->nrecent_free < sizeof fs->recent_free / sizeof *fs->recent_free)
-			fs->recent_free[fs->nrecent_free++] = b;
 	}
 	if (freed)
 		tx_write64(t, STATE_OFF(free_blocks), fs_state(fs)->free_blocks + freed);
+	/* Stacked last first, so that they come off in the order freed; a
+	 * block freed twice is stacked twice and skipped when taken. */
+	for (size_t i = fs->npending_free; i-- > 0 && !t->err;) {
+		if (fs->nrecent_free == RECENT_FREE) { /* full: the oldest gives way */
+			fs->recent_first = (fs->recent_first + 1) % RECENT_FREE;
+			fs->nrecent_free--;
+		}
+		fs->recent_free[(fs->recent_first + fs->nrecent_free++) % RECENT_FREE] = fs->pending_free[i];
+	}
 	fs->npending_free = 0;
 }
 

@@ -56,9 +56,10 @@ struct kura_fs {
 	uint64_t stretch_hint;       /* the next bitmap word alloc_block_in_stretch looks at, going down */
 	uint64_t word_hint;          /* and alloc_block_in_word, going up */
 	uint64_t back_ahead;         /* pool offset to give storage after the operation (fs_end); atomic */
-	/* Blocks this mount freed lately, tried before the scan (alloc.c). */
-	uint64_t recent_free[32];
-	unsigned nrecent_free;
+	/* Blocks this mount freed lately, tried before the scan: a stack kept
+	 * in a ring, whose oldest entries give way when it is full (alloc.c). */
+	uint64_t recent_free[1024];
+	unsigned recent_first, nrecent_free;
 	uint64_t *pending_free;
 	size_t npending_free, cap_pending_free;
 	int mounted_alone;           /* no other process had the pool mounted */
