@@ -47,6 +47,13 @@ static uint64_t claim(struct kura_fs *fs, uint64_t b, uint64_t bits, int zero)
 	return b;
 }
 
+/* Whether block b may be taken: free, and cheap when cheapness counts. */
+static int takeable(struct kura_fs *fs, uint64_t b, uint64_t bits)
+{
+	return !((bits >> (b % 64)) & 1) &&
+	       (!tx_has_cheap_blocks(&fs->tx) || (tx_cheap_word(&fs->tx, b / 64) >> (b % 64) & 1));
+}
+
 #define RECENT_FREE (sizeof ((struct kura_fs *)0)->recent_free / sizeof (uint64_t))
 
 /* A block this mount freed lately, if still free: those of the last
@@ -62,10 +69,8 @@ static uint64_t claim(struct kura_fs *fs, uint64_t b, uint64_t bits, int zero)
 static uint64_t reuse_recent(struct kura_fs *fs, int zero)
 {
 	while (fs->nrecent_free) {
-		uint64_t b = fs->recent_free[(fs->recent_first + --fs->nrecent_free) % RECENT_FREE];
-		uint64_t bits = bitmap_word(fs, b / 64);
-		if (b < fs->nblocks && b >= fs->first_data_block && !((bits >> (b % 64)) & 1) &&
-		    (tx_cheap_word(&fs->tx, b / 64) >> (b % 64) & 1))
+		uint64_t b = fs->recent_free[(fs->recent_first + --fs->nrecent_free) % RECENT_FREE], bits;
+		if (block_valid(fs, b) && takeable(fs, b, bits = bitmap_word(fs, b / 64)))
 			return claim(fs, b, bits, zero);
 	}
 	return 0;
@@ -118,13 +123,6 @@ uint64_t alloc_block(struct kura_fs *fs, int zero)
 	if (!b && !t->err)
 		tx_fail(t, -ENOSPC);
 	return b;
-}
-
-/* Whether block b may be taken: free, and cheap when cheapness counts. */
-static int takeable(struct kura_fs *fs, uint64_t b, uint64_t bits)
-{
-	return !((bits >> (b % 64)) & 1) &&
-	       (!tx_has_cheap_blocks(&fs->tx) || (tx_cheap_word(&fs->tx, b / 64) >> (b % 64) & 1));
 }
 
 uint64_t alloc_block_at(struct kura_fs *fs, int zero, uint64_t goal)
