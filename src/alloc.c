@@ -29,9 +29,9 @@ static uint64_t claim(struct kura_fs *fs, uint64_t b, uint64_t bits, int zero)
 	struct tx *t = &fs->tx;
 	/* Storage first (media_back): a full file system under the pool is
 	 * this operation's ENOSPC, not a SIGBUS at the store. */
-	int err = media_back(&fs->m, block_off(b), KURA_BLOCK);
+	int err = media_back(&fs->m, block_off(b), KURA_BLOCK, zero ? MEDIA_FILL_STORES : MEDIA_FILL_COPIES);
 	if (!err)
-		err = media_back(&fs->m, bitmap_word_off(fs, b), 8);
+		err = media_back(&fs->m, bitmap_word_off(fs, b), 8, MEDIA_FILL_STORES);
 	if (err) {
 		tx_fail(t, err);
 		return 0;

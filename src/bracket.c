@@ -78,7 +78,7 @@ static void back_ahead(struct kura_fs *fs)
 		return;
 	uint64_t off = __atomic_exchange_n(&fs->back_ahead, 0, __ATOMIC_RELAXED);
 	if (off && off < block_off(fs->nblocks))
-		(void)media_back(&fs->m, off, KURA_BLOCK); /* a failure is the next claim's to report */
+		(void)media_back(&fs->m, off, KURA_BLOCK, MEDIA_FILL_COPIES); /* a failure is the next claim's to report */
 }
 
 int fs_end(struct kura_fs *fs, int ret)

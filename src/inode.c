@@ -362,9 +362,12 @@ ssize_t inode_write(struct kura_fs *fs, uint64_t ino, const void *buf, size_t le
 			if (n == KURA_BLOCK) {
 				tx_copy_fresh(t, block_off(nb), src, KURA_BLOCK);
 			} else {
+				/* The small writes that follow will store the rest
+				 * through the map. */
 				char tmp[KURA_BLOCK];
 				memset(tmp, 0, sizeof tmp);
 				memcpy(tmp + in, src, n);
+				media_warm(&fs->m, block_off(nb));
 				tx_copy_fresh(t, block_off(nb), tmp, KURA_BLOCK);
 			}
 			uint64_t old = bmap_set(fs, ino, fb, nb);

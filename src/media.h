@@ -70,6 +70,12 @@ struct media {
 	 * (media_back), a bit each; NULL until the first.  Atomic: a thread may
 	 * give storage ahead outside the pool mutex (fs_end). */
 	uint64_t *backed;
+	/* Pages of a memory mapping (MEDIA_PAGE each, a bit each) this process
+	 * gave storage without mapping them (media_back for a block that
+	 * media_copy_nt fills) and has not filled since: filled through the
+	 * file, not the map.  NULL until the first; atomic as backed. */
+	uint64_t *cold;
+	int copy_by_map; /* the file refused a pwrite (hugetlbfs): always the map */
 };
 
 /* Maps fd (size bytes).  Fills *m; returns 0 or -errno. */
@@ -152,23 +158,31 @@ static inline void media_fence(struct media *m)
  * stored there: 0, or -ENOSPC (-EDQUOT, -EIO) when the file system has
  * none to give.  A store into a hole that cannot be filled raises SIGBUS.
  * Inline for the common case, a range inside a chunk given already (the
- * allocator asks for every block it hands out). */
+ * allocator asks for every block it hands out).  how says what fills the
+ * range: stores through the map (metadata), or media_copy_nt (file data),
+ * which on memory is cheaper through the file for pages never mapped. */
 #define MEDIA_BACK_SHIFT 16
-int media_back_slow(struct media *m, uint64_t off, uint64_t len);
-static inline int media_back(struct media *m, uint64_t off, uint64_t len)
+#define MEDIA_PAGE 4096u
+enum media_fill { MEDIA_FILL_STORES, MEDIA_FILL_COPIES };
+int media_back_slow(struct media *m, uint64_t off, uint64_t len, enum media_fill how);
+static inline int media_back(struct media *m, uint64_t off, uint64_t len, enum media_fill how)
 {
 	uint64_t c = off >> MEDIA_BACK_SHIFT;
 	const uint64_t *backed = __atomic_load_n(&m->backed, __ATOMIC_ACQUIRE);
 	if (backed && len && (off + len - 1) >> MEDIA_BACK_SHIFT == c && off < m->map_size &&
 	    (__atomic_load_n(&backed[c / 64], __ATOMIC_RELAXED) >> (c % 64) & 1))
 		return 0;
-	return media_back_slow(m, off, len);
+	return media_back_slow(m, off, len, how);
 }
 /* fallocate(fd, 0, off, len) again after a signal: 0 or -errno. */
 int media_fallocate(int fd, uint64_t off, uint64_t len);
 
 void media_memset(struct media *m, uint64_t off, int c, size_t len);
 void media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len);
+/* The page at off, given storage for media_copy_nt, will be stored to
+ * through the map as well (a block a small write began): map it now, with
+ * the cold pages after it in its chunk, as media_back would have. */
+void media_warm(struct media *m, uint64_t off);
 void media_mark(struct media *m, uint64_t kind, uint64_t arg);
 
 /* Set by crash tests before a mount: the tracer every media that mounts

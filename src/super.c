@@ -275,7 +275,7 @@ int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode)
 	/* Everything but the superblocks first: until they are written the file
 	 * is not a pool, so a crash during mkfs leaves nothing mountable. */
 	uint64_t zero_end = (sb->first_data_block + 1) * KURA_BLOCK;
-	if ((err = media_back(&m, 0, zero_end))) {
+	if ((err = media_back(&m, 0, zero_end, MEDIA_FILL_STORES))) {
 		/* Stored through the map, a hole the file system cannot fill is
 		 * a SIGBUS; the file is left empty, not a pool. */
 		set_error("%s: no room for the pool's metadata (%llu MiB) on its file system: %s", path,

@@ -12,24 +12,41 @@
 /* FUTEX_TID_MASK: the bits of a robust mutex's word that name its holder. */
 #define TID_MASK 0x3fffffff
 
-int tracee_holds(const pthread_mutex_t *m)
+/* /proc/<tid>/status (0: this process's) into buf; 0 when unreadable. */
+static int read_status(int tid, char *buf, size_t size)
 {
-	int tid = __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) & TID_MASK;
-	if (tid <= 0 || tid == gettid())
-		return 0;
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/status", tid);
+	char path[64];
+	if (tid)
+		snprintf(path, sizeof path, "/proc/%d/status", tid);
+	else
+		snprintf(path, sizeof path, "/proc/self/status");
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
+	ssize_t n = read(fd, buf, size - 1);
 	close(fd);
 	if (n <= 0)
 		return 0;
 	buf[n] = 0;
+	return 1;
+}
+
+int tracee_holds(const pthread_mutex_t *m)
+{
+	int tid = __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) & TID_MASK;
+	char buf[1024];
+	if (tid <= 0 || tid == gettid() || !read_status(tid, buf, sizeof buf))
+		return 0;
 	/* "t" is a ptrace stop; TracerPid names the tracing thread. */
 	const char *state = strstr(buf, "\nState:\t"), *tracer = strstr(buf, "\nTracerPid:\t");
 	return state && tracer && state[8] == 't' && atoi(tracer + 12) == gettid();
+}
+
+int tracee_traced(void)
+{
+	char buf[1024];
+	const char *tracer = read_status(0, buf, sizeof buf) ? strstr(buf, "\nTracerPid:\t") : NULL;
+	return tracer && atoi(tracer + 12) != 0;
 }
 
 int tracee_safe_lock(pthread_mutex_t *m)

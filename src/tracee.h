@@ -17,6 +17,11 @@
  * thread id in it) is stopped under ptrace by the calling thread. */
 int tracee_holds(const pthread_mutex_t *m);
 
+/* Whether this process is traced now (strace -f, a debugger): then the
+ * pool mutex is held across no system call that can be helped, lest the
+ * tracer, writing its log into the pool, wait on its own stopped tracee. */
+int tracee_traced(void);
+
 /* Locks m (robust: returns EOWNERDEAD as pthread_mutex_lock does), or
  * gives up with EDEADLK when its holder is the caller's stopped tracee. */
 int tracee_safe_lock(pthread_mutex_t *m);

@@ -251,7 +251,7 @@ static int back_log(struct tx *t, uint64_t end)
 {
 	const uint64_t chunk = 1ull << MEDIA_BACK_SHIFT;
 	uint64_t to = (end + chunk - 1) & ~(chunk - 1);
-	int err = media_back(t->m, t->log_backed, (to < t->log_end ? to : t->log_end) - t->log_backed);
+	int err = media_back(t->m, t->log_backed, (to < t->log_end ? to : t->log_end) - t->log_backed, MEDIA_FILL_STORES);
 	if (err)
 		tx_fail(t, err);
 	else

@@ -7,7 +7,8 @@
  * back, fsck clean; an unlinked mapped file lives until its unpin.  On a
  * memory pool and on a disk pool (whose map stores reach the pool file
  * only through kura_map_sync's journal record).  And a file's blocks lie
- * side by side, however it was written, so its map takes few mappings. */
+ * side by side, however it was written, so its map takes few mappings.
+ * A map shows what a fresh write filled (on memory, through the file). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -124,6 +125,9 @@ static void one_pool(const char *pool, enum kura_persist persist)
 	CHECK(m != NULL, "map 4 blocks");
 	if (!m)
 		return;
+	/* On memory a fresh block is filled through the file (pwrite), not
+	 * the map: the map must show it all the same. */
+	CHECK(m[0] == 'x' && m[4 * PG - 1] == 'x', "a map shows what a fresh write filled");
 	memcpy(m + 10, "stored", 6);
 	char buf[PG];
 	CHECK(kura_pread(fs, fd, buf, 6, 10) == 6 && !memcmp(buf, "stored", 6), "pread sees a map store");
@@ -138,9 +142,10 @@ static void one_pool(const char *pool, enum kura_persist persist)
 		int cfd = cfs ? kura_open(cfs, "/m", O_RDWR, 0) : -1;
 		uint64_t cino;
 		char *cm = cfd >= 0 && !kura_map_pin(cfs, cfd, 1, &cino) ? map_blocks(cfs, cino, 2, 1) : NULL;
+		int ok = cm && cm[PG - 1] == 'x'; /* this process never mapped it */
 		if (cm)
 			memcpy(cm, "child", 5);
-		int ok = cm && !kura_map_sync(cfs, cino, 2, 1, KURA_MAP_RECORD | KURA_MAP_DURABLE);
+		ok = ok && !kura_map_sync(cfs, cino, 2, 1, KURA_MAP_RECORD | KURA_MAP_DURABLE);
 		/* A process that dies holding a pin keeps the blocks pinned
 		 * until the pool is next mounted alone: let go. */
 		if (cm)
