@@ -13,8 +13,15 @@
 #include <stdint.h>
 #include "fs.h"
 
-/* Returns a zeroed block, or 0 with the transaction failed with -ENOSPC.
- * `zero` = 0 skips zeroing when the caller fills the whole block. */
+/* What fills a block the calls below hand out (their `zero`):
+ * ALLOC_FILLED: the caller copies a whole block in (tx_copy_fresh);
+ * ALLOC_ZEROED: zeroed, then stored to through the map (metadata);
+ * ALLOC_ZEROED_DATA: zeroed file data (fallocate, a shared map's hole):
+ *   on memory it may stay a hole of the pool file, which reads as zero. */
+enum { ALLOC_FILLED = 0, ALLOC_ZEROED = 1, ALLOC_ZEROED_DATA = 2 };
+
+/* Returns a block filled as `zero` says, or 0 with the transaction
+ * failed with -ENOSPC. */
 uint64_t alloc_block(struct kura_fs *fs, int zero);
 /* Where a block goes decides how many kernel mappings a shared map of its
  * file takes: one per run of the file's blocks that lie side by side in the

@@ -456,7 +456,7 @@ int inode_fallocate(struct kura_fs *fs, uint64_t ino, int mode, uint64_t off, ui
 		     fb++) {
 			if (bmap_get(fs, ip, fb))
 				continue;
-			uint64_t nb = bmap_alloc(fs, ip, fb, 1);
+			uint64_t nb = bmap_alloc(fs, ip, fb, ALLOC_ZEROED_DATA);
 			if (!nb)
 				break;
 			bmap_set(fs, ino, fb, nb);

@@ -169,7 +169,7 @@ static void fill_hole(kura_fs *fs, uint64_t ino, uint64_t fb, uint64_t b, int ho
 {
 	(void)how;
 	if (!b) {
-		if (!(b = bmap_alloc(fs, media_ptr(&fs->m, ino_off(ino)), fb, 1)))
+		if (!(b = bmap_alloc(fs, media_ptr(&fs->m, ino_off(ino)), fb, ALLOC_ZEROED_DATA)))
 			return;
 		bmap_set(fs, ino, fb, b);
 	}

@@ -75,7 +75,10 @@ struct media {
 	 * media_copy_nt fills) and has not filled since: filled through the
 	 * file, not the map.  NULL until the first; atomic as backed. */
 	uint64_t *cold;
-	int copy_by_map; /* the file refused a pwrite (hugetlbfs): always the map */
+	/* The file refused a pwrite (hugetlbfs), or the process is traced:
+	 * fresh data always through the map, no hole tests. */
+	int copy_by_map;
+	int asked_tracer; /* whether the process is traced, once a mount */
 };
 
 /* Maps fd (size bytes).  Fills *m; returns 0 or -errno. */
@@ -178,6 +181,10 @@ static inline int media_back(struct media *m, uint64_t off, uint64_t len, enum m
 int media_fallocate(int fd, uint64_t off, uint64_t len);
 
 void media_memset(struct media *m, uint64_t off, int c, size_t len);
+/* media_memset(m, off, 0, len) of a range nothing reads yet, given
+ * storage for copies (media_back): on memory its pages never mapped take
+ * their zeros through the file. */
+void media_zero(struct media *m, uint64_t off, size_t len);
 void media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len);
 /* The page at off, given storage for media_copy_nt, will be stored to
  * through the map as well (a block a small write began): map it now, with

@@ -451,10 +451,13 @@ void tx_copy_fresh(struct tx *t, uint64_t off, const void *src, size_t len)
 	}
 }
 
-void tx_zero_fresh(struct tx *t, uint64_t off, size_t len)
+void tx_zero_fresh(struct tx *t, uint64_t off, size_t len, int data)
 {
 	if (!t->err && len) {
-		media_memset(t->m, off, 0, len);
+		if (data)
+			media_zero(t->m, off, len);
+		else
+			media_memset(t->m, off, 0, len);
 		media_flush(t->m, off, len);
 		note_fresh(t, off, len, 1);
 	}
