@@ -343,7 +343,12 @@ ssize_t inode_write(struct kura_fs *fs, uint64_t ino, const void *buf, size_t le
 	 * disk has not seen yet (fsync mode), which a fresh one would only
 	 * add to what the next sync writes. */
 	int mapped = inode_mapped(fs, ino);
-	size_t done = 0;
+	/* Whole fresh blocks that lie side by side are filled in one copy
+	 * when the loop moves on: on memory that is one write of the pool
+	 * file, not one a block.  Nothing in between reads them. */
+	uint64_t run_off = 0;
+	const char *run_src = NULL;
+	size_t run_len = 0, done = 0;
 	while (done < len && !t->err) {
 		uint64_t pos = off + done;
 		size_t in = pos & (KURA_BLOCK - 1);
@@ -360,7 +365,12 @@ ssize_t inode_write(struct kura_fs *fs, uint64_t ino, const void *buf, size_t le
 			if (!nb)
 				break;
 			if (n == KURA_BLOCK) {
-				tx_copy_fresh(t, block_off(nb), src, KURA_BLOCK);
+				if (run_len && block_off(nb) == run_off + run_len && src == run_src + run_len) {
+					run_len += KURA_BLOCK;
+				} else {
+					tx_copy_fresh(t, run_off, run_src, run_len);
+					run_off = block_off(nb), run_src = src, run_len = KURA_BLOCK;
+				}
 			} else {
 				/* The small writes that follow will store the rest
 				 * through the map. */
@@ -376,6 +386,7 @@ ssize_t inode_write(struct kura_fs *fs, uint64_t ino, const void *buf, size_t le
 		}
 		done += n;
 	}
+	tx_copy_fresh(t, run_off, run_src, run_len);
 	if (t->err)
 		return t->err;
 	if (off + len > ip->size)

@@ -30,11 +30,11 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 #include <cpuid.h>
-#include "tracee.h"
 #include <emmintrin.h>
 #include <linux/magic.h>
 #include "fault.h"
 #include "media.h"
+#include "tracee.h"
 
 #ifndef MAP_SHARED_VALIDATE
 #define MAP_SHARED_VALIDATE 0x03
@@ -219,10 +219,11 @@ static int bit_set(const uint64_t *bits, uint64_t i)
 	return __atomic_load_n(&bits[i / 64], __ATOMIC_RELAXED) >> (i % 64) & 1;
 }
 
+/* Release: a thread that sees a chunk's bit given also sees it given. */
 static void set_bits(uint64_t *bits, uint64_t from, uint64_t to)
 {
 	for (uint64_t i = from; i < to; i++)
-		__atomic_fetch_or(&bits[i / 64], 1ull << (i % 64), __ATOMIC_RELAXED);
+		__atomic_fetch_or(&bits[i / 64], 1ull << (i % 64), __ATOMIC_RELEASE);
 }
 
 static void clear_bits(uint64_t *bits, uint64_t from, uint64_t to)
@@ -370,18 +371,24 @@ static void stream_copy(char *dst, const char *src, size_t len)
 	_mm_sfence();
 }
 
-/* Whether [off, off + len), whole pages, starts with one media_back left
- * cold; the range is filled from now on, so no longer cold. */
-static int take_cold(struct media *m, uint64_t off, size_t len)
+/* The leading part of [off, off + len) whose pages are all cold or all
+ * not (whole pages; all of it, not cold, where nothing is cold): its
+ * length, and in *cold which.  Cold pages are filled from now on, so no
+ * longer cold. */
+static size_t cold_prefix(struct media *m, uint64_t off, size_t len, int *cold)
 {
-	uint64_t *cold = __atomic_load_n(&m->cold, __ATOMIC_ACQUIRE);
-	if (!cold || (off | len) % MEDIA_PAGE || !len || m->read_only ||
+	uint64_t *bits = __atomic_load_n(&m->cold, __ATOMIC_ACQUIRE);
+	*cold = 0;
+	if (!bits || (off | len) % MEDIA_PAGE || !len || m->read_only ||
 	    __atomic_load_n(&m->copy_by_map, __ATOMIC_RELAXED))
-		return 0;
-	uint64_t first = off / MEDIA_PAGE;
-	int was = bit_set(cold, first);
-	clear_bits(cold, first, (off + len) / MEDIA_PAGE);
-	return was;
+		return len;
+	uint64_t first = off / MEDIA_PAGE, end = (off + len) / MEDIA_PAGE, last = first + 1;
+	*cold = bit_set(bits, first);
+	while (last < end && bit_set(bits, last) == *cold)
+		last++;
+	if (*cold)
+		clear_bits(bits, first, last);
+	return (last - first) * MEDIA_PAGE;
 }
 
 void media_warm(struct media *m, uint64_t off)
@@ -422,33 +429,26 @@ static int copy_through_file(struct media *m, uint64_t off, const void *src, siz
  * page never mapped takes its zeros through the file instead, as
  * media_copy_nt's data does: fallocate of 1 GiB under kura run, runs
  * alternated, 0.74-1.20 -> 0.55-0.61 s (medians of two sets; tmpfs
- * 0.29).  Telling a hole of
- * the pool file, which reads as zero already, would take lseek's
- * SEEK_DATA, which on tmpfs walks the hole to its end: 512 MiB took
- * minutes.
+ * 0.29).  Telling a hole of the pool file, which reads as zero already,
+ * would take lseek's SEEK_DATA, which on tmpfs walks the hole to its end:
+ * a 512 MiB fallocate took minutes.
  */
 void media_zero(struct media *m, uint64_t off, size_t len)
 {
 	static const char zeros[MEDIA_PAGE];
 	trace_fill(m, off, 0, len);
-	if (take_cold(m, off, len)) {
-		size_t done = 0;
-		while (done < len && !copy_through_file(m, off + done, zeros, len - done < sizeof zeros ? len - done : sizeof zeros))
-			done += sizeof zeros;
-		if (done >= len)
-			return;
+	for (size_t done = 0, part; done < len; done += part) {
+		int cold;
+		part = cold_prefix(m, off + done, len - done, &cold);
+		for (size_t z = 0; cold && z < part; z += sizeof zeros)
+			cold = !copy_through_file(m, off + done + z, zeros, sizeof zeros);
+		if (!cold)
+			memset(m->base + off + done, 0, part);
 	}
-	memset(m->base + off, 0, len);
 }
 
-void media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len)
+static void copy_through_map(struct media *m, uint64_t off, const void *src, size_t len)
 {
-	media_trace(m, MEDIA_NT, off, src, len);
-	/* The write returns with the data in the page the map shows: as
-	 * visible, and as ordered before the stores that follow, as stores
-	 * and an sfence would make it. */
-	if (take_cold(m, off, len) && !copy_through_file(m, off, src, len))
-		return;
 	char *dst = m->base + off;
 	if (((uintptr_t)dst & 15) == 0 && (len & 15) == 0 && (m->kind != KURA_PERSIST_FILE || m->disk_fd >= 0) &&
 	    !m->fresh_cached) {
@@ -460,6 +460,21 @@ void media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len)
 	m->tracer.event = NULL; /* the NT event already implies the flush */
 	media_flush(m, off, len);
 	m->tracer = saved;
+}
+
+void media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len)
+{
+	media_trace(m, MEDIA_NT, off, src, len);
+	/* A write returns with the data in the page the map shows: as
+	 * visible, and as ordered before the stores that follow, as stores
+	 * and an sfence would make it.  One write a run of cold pages: a
+	 * 1 MiB write of fresh blocks side by side is one. */
+	for (size_t done = 0, part; done < len; done += part) {
+		int cold;
+		part = cold_prefix(m, off + done, len - done, &cold);
+		if (!cold || copy_through_file(m, off + done, (const char *)src + done, part))
+			copy_through_map(m, off + done, (const char *)src + done, part);
+	}
 }
 
 void media_fence_slow(struct media *m)

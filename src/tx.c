@@ -447,7 +447,9 @@ void tx_copy_fresh(struct tx *t, uint64_t off, const void *src, size_t len)
 {
 	if (!t->err && len) {
 		media_copy_nt(t->m, off, src, len);
-		note_fresh(t, off, len, 0);
+		/* The journal takes fresh blocks one at a time, however copied. */
+		for (size_t done = 0; done < len; done += KURA_BLOCK)
+			note_fresh(t, off + done, len - done < KURA_BLOCK ? len - done : KURA_BLOCK, 0);
 	}
 }
 

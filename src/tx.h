@@ -100,7 +100,8 @@ static inline void tx_write64(struct tx *t, uint64_t off, uint64_t value)
 		media_store64(t->m, off, value);
 }
 void tx_memset(struct tx *t, uint64_t off, int c, size_t len);
-/* Copies into a fresh block, bypassing the cache; durable at commit. */
+/* Copies into fresh blocks (side by side), bypassing the cache; durable
+ * at commit. */
 void tx_copy_fresh(struct tx *t, uint64_t off, const void *src, size_t len);
 /* Zeroes [off, off+len) of a fresh block; durable at commit.  data: file
  * data, which media_zero may leave a hole of the pool file. */
