@@ -17,7 +17,8 @@
  * ALLOC_FILLED: the caller copies a whole block in (tx_copy_fresh);
  * ALLOC_ZEROED: zeroed, then stored to through the map (metadata);
  * ALLOC_ZEROED_DATA: zeroed file data (fallocate, a shared map's hole):
- *   on memory it may stay a hole of the pool file, which reads as zero. */
+ *   given storage unmapped, as a copied block is, and on memory zeroed
+ *   through the pool file. */
 enum { ALLOC_FILLED = 0, ALLOC_ZEROED = 1, ALLOC_ZEROED_DATA = 2 };
 
 /* Returns a block filled as `zero` says, or 0 with the transaction

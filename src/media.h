@@ -76,7 +76,7 @@ struct media {
 	 * file, not the map.  NULL until the first; atomic as backed. */
 	uint64_t *cold;
 	/* The file refused a pwrite (hugetlbfs), or the process is traced:
-	 * fresh data always through the map, no hole tests. */
+	 * fresh blocks always filled through the map. */
 	int copy_by_map;
 	int asked_tracer; /* whether the process is traced, once a mount */
 };
@@ -181,8 +181,8 @@ static inline int media_back(struct media *m, uint64_t off, uint64_t len, enum m
 int media_fallocate(int fd, uint64_t off, uint64_t len);
 
 void media_memset(struct media *m, uint64_t off, int c, size_t len);
-/* media_memset(m, off, 0, len) of a range nothing reads yet, given
- * storage for copies (media_back): on memory its pages never mapped take
+/* media_memset(m, off, 0, len) of a range nothing reads yet: on memory
+ * its pages never mapped here (given storage for copies, media_back) take
  * their zeros through the file. */
 void media_zero(struct media *m, uint64_t off, size_t len);
 void media_copy_nt(struct media *m, uint64_t off, const void *src, size_t len);

@@ -213,17 +213,11 @@ static size_t cold_prefix(struct media *m, uint64_t off, size_t len, int *cold)
 
 void media_warm(struct media *m, uint64_t off)
 {
-	uint64_t *cold = __atomic_load_n(&m->cold, __ATOMIC_ACQUIRE);
-	uint64_t page = off / MEDIA_PAGE;
-	if (!cold || !bit_set(cold, page))
-		return;
-	uint64_t end = ((off >> MEDIA_BACK_SHIFT) + 1) << MEDIA_BACK_SHIFT, last = page + 1;
-	if (end > m->map_size)
-		end = m->map_size;
-	while (last < end / MEDIA_PAGE && bit_set(cold, last))
-		last++;
-	clear_bits(cold, page, last);
-	populate(m, page * MEDIA_PAGE, (last - page) * MEDIA_PAGE);
+	uint64_t end = ((off >> MEDIA_BACK_SHIFT) + 1) << MEDIA_BACK_SHIFT;
+	int cold;
+	size_t part = cold_prefix(m, off, (end < m->map_size ? end : m->map_size) - off, &cold);
+	if (cold)
+		populate(m, off, part);
 }
 
 /* 0, or -1 when the file takes no write(2) (hugetlbfs): the caller

@@ -104,7 +104,7 @@ void tx_memset(struct tx *t, uint64_t off, int c, size_t len);
  * at commit. */
 void tx_copy_fresh(struct tx *t, uint64_t off, const void *src, size_t len);
 /* Zeroes [off, off+len) of a fresh block; durable at commit.  data: file
- * data, which media_zero may leave a hole of the pool file. */
+ * data, which media_zero may zero through the pool file. */
 void tx_zero_fresh(struct tx *t, uint64_t off, size_t len, int data);
 void tx_mark_fresh(struct tx *t, uint64_t block);
 /* [off, off+len) was changed outside any transaction (a shared map's
