@@ -29,7 +29,8 @@ static uint64_t claim(struct kura_fs *fs, uint64_t b, uint64_t bits, int zero)
 	struct tx *t = &fs->tx;
 	/* Storage first (media_back): a full file system under the pool is
 	 * this operation's ENOSPC, not a SIGBUS at the store. */
-	int err = media_back(&fs->m, block_off(b), KURA_BLOCK, zero == ALLOC_ZEROED ? MEDIA_FILL_STORES : MEDIA_FILL_COPIES);
+	int err = zero == ALLOC_UNWRITTEN && fs->m.disk_fd >= 0 ? 0 :
+		  media_back(&fs->m, block_off(b), KURA_BLOCK, zero == ALLOC_ZEROED ? MEDIA_FILL_STORES : MEDIA_FILL_COPIES);
 	if (!err)
 		err = media_back(&fs->m, bitmap_word_off(fs, b), 8, MEDIA_FILL_STORES);
 	if (err) {
@@ -42,7 +43,7 @@ static uint64_t claim(struct kura_fs *fs, uint64_t b, uint64_t bits, int zero)
 		return 0;
 	tx_mark_fresh(t, b);
 	__atomic_store_n(&fs->back_ahead, block_off(b + 1), __ATOMIC_RELAXED);
-	if (zero) /* unlogged (the block is fresh); commit orders it before the block becomes reachable */
+	if (zero && zero != ALLOC_UNWRITTEN) /* unlogged (the block is fresh); commit orders it before the block becomes reachable */
 		tx_zero_fresh(t, block_off(b), KURA_BLOCK, zero == ALLOC_ZEROED_DATA);
 	return b;
 }

@@ -18,8 +18,12 @@
  * ALLOC_ZEROED: zeroed, then stored to through the map (metadata);
  * ALLOC_ZEROED_DATA: zeroed file data (fallocate, a shared map's hole):
  *   given storage unmapped, as a copied block is, and on memory zeroed
- *   through the pool file. */
-enum { ALLOC_FILLED = 0, ALLOC_ZEROED = 1, ALLOC_ZEROED_DATA = 2 };
+ *   through the pool file;
+ * ALLOC_UNWRITTEN: an unwritten block (layout.h): nothing is written; it
+ *   is given storage now where the pool file holds the data (memory,
+ *   pmem), and by its first write (bmap_take_unwritten) in a disk pool's
+ *   working copy, whose pages only cache the disk's. */
+enum { ALLOC_FILLED = 0, ALLOC_ZEROED = 1, ALLOC_ZEROED_DATA = 2, ALLOC_UNWRITTEN = 3 };
 
 /* Returns a block filled as `zero` says, or 0 with the transaction
  * failed with -ENOSPC. */

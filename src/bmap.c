@@ -52,16 +52,40 @@ static const uint64_t *leaf_of(const struct kura_fs *fs, const struct kura_inode
 	return block_valid(fs, b) ? node_ptr(fs, b) : NULL;
 }
 
+/* The block a leaf entry owns, unwritten or not; 0 if it names none. */
+static uint64_t owned(const struct kura_fs *fs, uint64_t entry)
+{
+	uint64_t b = entry & ~BMAP_UNWRITTEN;
+	return block_valid(fs, b) ? b : 0;
+}
+
+uint64_t bmap_entry(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock)
+{
+	if (!ip->height) /* the root itself: never unwritten */
+		return !fblock && block_valid(fs, ip->root) ? ip->root : 0;
+	const uint64_t *leaf = leaf_of(fs, ip, fblock);
+	uint64_t e = leaf ? leaf[fblock & (MAP_FANOUT - 1)] : 0;
+	return owned(fs, e) ? e : 0;
+}
+
 uint64_t bmap_get(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock)
 {
-	uint64_t b;
-	if (!ip->height) {
-		b = fblock ? 0 : ip->root;
-	} else {
-		const uint64_t *leaf = leaf_of(fs, ip, fblock);
-		b = leaf ? leaf[fblock & (MAP_FANOUT - 1)] : 0;
+	uint64_t e = bmap_entry(fs, ip, fblock);
+	return e & BMAP_UNWRITTEN ? 0 : e;
+}
+
+uint64_t bmap_take_unwritten(struct kura_fs *fs, uint64_t entry)
+{
+	uint64_t b = entry & ~BMAP_UNWRITTEN;
+	/* fallocate gave it storage, but in another process perhaps: this
+	 * one learns whether the page is cold (media.h) */
+	int err = media_back(&fs->m, block_off(b), KURA_BLOCK, MEDIA_FILL_COPIES);
+	if (err) {
+		tx_fail(&fs->tx, err);
+		return 0;
 	}
-	return block_valid(fs, b) ? b : 0;
+	tx_mark_fresh(&fs->tx, b);
+	return b;
 }
 
 /* A file's blocks are placed by stretches of this many, one bitmap word:
@@ -92,8 +116,8 @@ uint64_t bmap_alloc(struct kura_fs *fs, const struct kura_inode *ip, uint64_t fb
 	for (unsigned d = 1; leaf && d < PLACE_STRETCH && !fs->tx.err; d++)
 		for (int side = -1; side <= 1; side += 2) {
 			int i = (int)at + side * (int)d;
-			uint64_t nb = i >= 0 && i < (int)PLACE_STRETCH ? leaf[base + (unsigned)i] : 0;
-			if (!block_valid(fs, nb) || nb + at < (uint64_t)i)
+			uint64_t nb = i >= 0 && i < (int)PLACE_STRETCH ? owned(fs, leaf[base + (unsigned)i]) : 0;
+			if (!nb || nb + at < (uint64_t)i)
 				continue;
 			grouped = 1;
 			if ((b = alloc_block_at(fs, zero, nb + at - (uint64_t)i)))
@@ -104,10 +128,10 @@ uint64_t bmap_alloc(struct kura_fs *fs, const struct kura_inode *ip, uint64_t fb
 	for (int side = -1; side <= 1 && !grouped && !fs->tx.err; side += 2) {
 		uint64_t nb = 0, d = 0;
 		for (int i = (int)in_leaf + side; leaf && !nb && i >= 0 && i < (int)MAP_FANOUT; i += side)
-			d++, nb = block_valid(fs, leaf[i]) ? leaf[i] : 0;
+			d++, nb = owned(fs, leaf[i]);
 		if (!nb) {
 			d = 1;
-			nb = side < 0 ? (fblock ? bmap_get(fs, ip, fblock - 1) : 0) : bmap_get(fs, ip, fblock + 1);
+			nb = owned(fs, side < 0 ? (fblock ? bmap_entry(fs, ip, fblock - 1) : 0) : bmap_entry(fs, ip, fblock + 1));
 		}
 		/* Further away, only a block at its place in a word of its own
 		 * (a leaf placed whole) says where this one goes. */
@@ -184,7 +208,7 @@ uint64_t bmap_set(struct kura_fs *fs, uint64_t ino, uint64_t fblock, uint64_t bl
 		add_blocks(fs, ino, 1);
 	else if (!block && old)
 		add_blocks(fs, ino, -1);
-	return block_valid(fs, old) ? old : 0;
+	return owned(fs, old);
 }
 
 /* Frees a whole subtree.  Its nodes are not cleared: once the parent's
@@ -203,9 +227,11 @@ static uint64_t free_all(struct kura_fs *fs, uint64_t b, unsigned level, uint64_
 	uint64_t freed = 1;
 	if (level > 0) {
 		const uint64_t *node = node_ptr(fs, b);
-		for (unsigned i = next_used_slot(node, 0); i < MAP_FANOUT && !fs->tx.err; i = next_used_slot(node, i + 1))
-			if (block_valid(fs, node[i]))
-				freed += free_all(fs, node[i], level - 1, budget);
+		for (unsigned i = next_used_slot(node, 0); i < MAP_FANOUT && !fs->tx.err; i = next_used_slot(node, i + 1)) {
+			uint64_t child = level == 1 ? owned(fs, node[i]) : node[i];
+			if (block_valid(fs, child))
+				freed += free_all(fs, child, level - 1, budget);
+		}
 	}
 	alloc_free(fs, b);
 	return freed;
@@ -219,6 +245,8 @@ static uint64_t free_subtree(struct kura_fs *fs, uint64_t slot, unsigned level, 
 {
 	uint64_t b = *(const uint64_t *)media_ptr(&fs->m, slot);
 	uint64_t span = span_of(level);
+	if (level == 0)
+		b = owned(fs, b);
 	if (!b || !block_valid(fs, b) || fs->tx.err)
 		return 0;
 	if (first <= base && (last - base) >= span) {
@@ -264,7 +292,7 @@ void bmap_free_range(struct kura_fs *fs, uint64_t ino, uint64_t first, uint64_t 
 		INO_SET(fs, ino, height, 0);
 }
 
-/* The first file block >= fb whose mapped-ness is `want`, searching the
+/* The first file block >= fb whose owning a block (written or not) is `want`, searching the
  * subtree at node b (height `level`, first file block `base`); UINT64_MAX if
  * none.  Unmapped subtrees are skipped whole, so a huge hole costs one step
  * per tree level, not one per block. */
@@ -272,6 +300,8 @@ static uint64_t find_block(const struct kura_fs *fs, uint64_t b, unsigned level,
 			   uint64_t *budget)
 {
 	uint64_t span = span_of(level);
+	if (level == 0)
+		b = owned(fs, b); /* unwritten blocks are data, as fallocated pages are in tmpfs */
 	if (!b || !block_valid(fs, b))
 		return want ? UINT64_MAX : (fb > base ? fb : base);
 	if (level == 0)

@@ -35,7 +35,7 @@ struct kura_fs {
 	struct journal j;
 	int copy_fd;
 	struct lockh lk;
-	const struct kura_super *sb; /* points into the mapping; immutable */
+	const struct kura_super *sb; /* as mount read it (a private copy) */
 	uint64_t nblocks;
 	uint64_t first_data_block;
 	int pool_fd;
@@ -94,6 +94,10 @@ static inline const void *block_ptr(const struct kura_fs *fs, uint64_t b)
 {
 	return media_ptr(&fs->m, block_off(b));
 }
+
+/* Marks the pool's superblock (both copies) format `version` under the
+ * current transaction, unless it says so already (super.c). */
+void super_mark_version(struct kura_fs *fs, uint32_t version);
 
 /* Operation brackets (bracket.c). */
 int fs_begin(struct kura_fs *fs);

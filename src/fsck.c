@@ -109,8 +109,8 @@ static uint64_t walk_map(struct check *c, uint64_t ino, uint64_t b, unsigned lev
 	const uint64_t *node = block_ptr(c->fs, b);
 	uint64_t span = 1ull << (MAP_SHIFT * (level - 1));
 	for (unsigned i = 0; i < MAP_FANOUT; i++)
-		if (node[i])
-			n += walk_map(c, ino, node[i], level - 1, base + i * span, end);
+		if (node[i]) /* a leaf's entry may be unwritten: its block is the file's all the same */
+			n += walk_map(c, ino, level == 1 ? node[i] & ~BMAP_UNWRITTEN : node[i], level - 1, base + i * span, end);
 	return n;
 }
 

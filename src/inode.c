@@ -354,14 +354,14 @@ ssize_t inode_write(struct kura_fs *fs, uint64_t ino, const void *buf, size_t le
 		size_t in = pos & (KURA_BLOCK - 1);
 		size_t n = KURA_BLOCK - in < len - done ? KURA_BLOCK - in : len - done;
 		uint64_t fb = pos >> KURA_BLOCK_SHIFT;
-		uint64_t b = bmap_get(fs, ip, fb);
+		uint64_t e = bmap_entry(fs, ip, fb), b = e & BMAP_UNWRITTEN ? 0 : e;
 		const char *src = (const char *)buf + done;
 		if (b && (n < KURA_BLOCK || mapped || tx_rewrite_in_place(t, b))) {
 			tx_write(t, block_off(b) + in, src, n);
 		} else {
-			/* New block, or a whole-block overwrite: fill a fresh block
-			 * and swap the map entry. */
-			uint64_t nb = b ? alloc_block(fs, 0) : bmap_alloc(fs, ip, fb, 0);
+			/* New block, an unwritten one, or a whole-block overwrite:
+			 * fill a fresh block and swap the map entry. */
+			uint64_t nb = b ? alloc_block(fs, 0) : e ? bmap_take_unwritten(fs, e) : bmap_alloc(fs, ip, fb, 0);
 			if (!nb)
 				break;
 			if (n == KURA_BLOCK) {
@@ -381,7 +381,7 @@ ssize_t inode_write(struct kura_fs *fs, uint64_t ino, const void *buf, size_t le
 				tx_copy_fresh(t, block_off(nb), tmp, KURA_BLOCK);
 			}
 			uint64_t old = bmap_set(fs, ino, fb, nb);
-			if (old)
+			if (old && old != nb)
 				alloc_free(fs, old);
 		}
 		done += n;
@@ -458,19 +458,28 @@ int inode_fallocate(struct kura_fs *fs, uint64_t ino, int mode, uint64_t off, ui
 		uint64_t size = ip->size;
 		if (off < size)
 			punch(fs, ino, off, end < size ? end : size);
-	} else if (mode & FALLOC_FL_ZERO_RANGE) {
-		uint64_t size = ip->size;
-		if (off < size)
-			punch(fs, ino, off, end < size ? end : size);
 	} else {
+		/* ZERO_RANGE: the range's bytes go, its space stays (Linux
+		 * keeps or makes the blocks; so does ext4 here, unwritten). */
+		uint64_t size = ip->size;
+		if ((mode & FALLOC_FL_ZERO_RANGE) && off < size)
+			punch(fs, ino, off, end < size ? end : size);
+		/* Space without bytes: unwritten blocks (layout.h), neither
+		 * zeroed nor journaled, as many as the range needs.  Block 0
+		 * of a file with no tree is the tree's root, never unwritten:
+		 * it is zeroed instead. */
+		int marked = 0;
 		for (uint64_t fb = off >> KURA_BLOCK_SHIFT; fb < (end + KURA_BLOCK - 1) >> KURA_BLOCK_SHIFT && !fs->tx.err;
 		     fb++) {
-			if (bmap_get(fs, ip, fb))
+			if (bmap_entry(fs, ip, fb))
 				continue;
-			uint64_t nb = bmap_alloc(fs, ip, fb, ALLOC_ZEROED_DATA);
+			int as_root = fb == 0 && ip->height == 0;
+			uint64_t nb = bmap_alloc(fs, ip, fb, as_root ? ALLOC_ZEROED_DATA : ALLOC_UNWRITTEN);
 			if (!nb)
 				break;
-			bmap_set(fs, ino, fb, nb);
+			if (!as_root && !marked++)
+				super_mark_version(fs, KURA_VERSION);
+			bmap_set(fs, ino, fb, as_root ? nb : nb | BMAP_UNWRITTEN);
 		}
 	}
 	if (grow)

@@ -65,16 +65,27 @@ void inode_count_entries(struct kura_fs *fs, uint64_t dino, int delta);
 void ts_now(struct kura_ts *ts);
 void inode_to_stat(const struct kura_fs *fs, uint64_t ino, const struct kura_inode *ip, struct stat *st);
 
-/* Block map. */
+/* Block map.  bmap_get: the block holding fblock's bytes, 0 for a hole or
+ * an unwritten block (layout.h), which read alike; bmap_entry: the block
+ * fblock owns, with BMAP_UNWRITTEN set if it is unwritten, else as
+ * bmap_get. */
 uint64_t bmap_get(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock);
-/* Maps fblock to `block` (0 unmaps); returns the block previously mapped,
- * which the caller frees or keeps.  Interior nodes are allocated as needed. */
+uint64_t bmap_entry(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock);
+/* The block of an unwritten entry, fresh in this transaction from here on
+ * (the bytes it holds are no one's until the entry that says otherwise
+ * commits): the caller fills it whole and maps it with bmap_set.  0 with
+ * the transaction failed if it has no storage. */
+uint64_t bmap_take_unwritten(struct kura_fs *fs, uint64_t entry);
+/* Maps fblock to `block` (0 unmaps; BMAP_UNWRITTEN may be set); returns the
+ * block previously owned, written or not, which the caller frees or keeps.
+ * Interior nodes are allocated as needed. */
 uint64_t bmap_set(struct kura_fs *fs, uint64_t ino, uint64_t fblock, uint64_t block);
 /* A new block for fblock of ip, placed beside the file's neighbouring
  * blocks so that a shared map of the file takes few kernel mappings
  * (alloc.h); 0 with the transaction failed if none. */
 uint64_t bmap_alloc(struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock, int zero);
-/* The first mapped file block >= fb, UINT64_MAX if none. */
+/* The first file block >= fb that owns a block, written or not (bmap_entry);
+ * UINT64_MAX if none. */
 uint64_t bmap_next_data(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t fb);
 /* Frees every mapped block in [first, last) and interior nodes left empty. */
 void bmap_free_range(struct kura_fs *fs, uint64_t ino, uint64_t first, uint64_t last);

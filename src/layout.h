@@ -31,8 +31,13 @@
 #define KURA_BLOCK        4096u
 #define KURA_BLOCK_SHIFT  12
 #define KURA_MAGIC        0x4c4f4f5041525559ull /* "YURAPOOL" little-endian-ish tag */
-#define KURA_VERSION      3u  /* 2: free inode slots doubly linked (kura_inode.prev), empty inode blocks freed;
-                                 3: extended attributes (kura_state.xattr_dir, xattr.c) */
+#define KURA_VERSION      4u  /* 2: free inode slots doubly linked (kura_inode.prev), empty inode blocks freed;
+                                 3: extended attributes (kura_state.xattr_dir, xattr.c);
+                                 4: unwritten block-map entries (BMAP_UNWRITTEN) */
+/* Format 3 is format 4 without an unwritten entry, so it is mounted as it
+ * is; the first operation that leaves such an entry marks the pool 4
+ * (super_mark_version), and a kura that reads only 3 refuses it from then. */
+#define KURA_VERSION_AS_IS 3u
 #define KURA_NAME_MAX     255u
 #define KURA_SYMLINK_MAX  4095u
 #define KURA_SYMLOOP_MAX  40
@@ -106,9 +111,16 @@ struct kura_inode {
 	uint64_t prev;            /* free slot: previous free (0: the list head), so a whole inode block can leave the list in O(1) per slot */
 };
 
-/* A block-map node holds 512 block numbers; 0 is a hole. */
+/* A block-map node holds 512 block numbers; 0 is a hole.  A leaf's entry
+ * with BMAP_UNWRITTEN set names a block the file owns (fallocate gave it)
+ * whose bytes are not the file's: it reads as zeros, and the write that
+ * first fills it fills it whole and clears the bit in the same transaction.
+ * So fallocate takes space without writing it, as ext4's unwritten extents
+ * do.  Only leaf entries carry the bit, and never the root of a tree of
+ * height 0. */
 #define MAP_FANOUT   512u
 #define MAP_SHIFT    9
+#define BMAP_UNWRITTEN (1ull << 63)
 #define MAP_MAX_HEIGHT 4      /* 512^4 blocks of 4 KiB = 256 TiB: beyond any pool */
 
 /*

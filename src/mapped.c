@@ -57,6 +57,8 @@ void mapped_release(struct kura_fs *fs, uint64_t ino, uint64_t first, uint64_t l
 			fb = bmap_next_data(fs, ip, fb);
 			if (fb == UINT64_MAX || fb >= last)
 				break;
+			if (bmap_entry(fs, ip, fb) & BMAP_UNWRITTEN)
+				continue; /* no map shows it (map.c fills it first): freed below */
 			uint64_t b = bmap_set(fs, ino, fb, 0);
 			uint64_t at = ino_get(fs, h)->size >> KURA_BLOCK_SHIFT;
 			if (b && !fs->tx.err) {

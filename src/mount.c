@@ -106,7 +106,8 @@ static int upgrade_format(struct kura_fs *fs)
 {
 	uint64_t cursor = 0, prev = 0;
 	int err = 0;
-	/* 2 to 3 adds a state field that format 2 left zero: nothing to do. */
+	/* 2 to 3 adds a state field that format 2 left zero, 3 to 4 an entry
+	 * format 3 never holds: nothing to do. */
 	do {
 		if (fs->sb->version >= 2)
 			break;
@@ -116,11 +117,7 @@ static int upgrade_format(struct kura_fs *fs)
 	} while (!err && cursor);
 	if (err || (err = fs_begin(fs)))
 		return err;
-	struct kura_super next = *fs->sb;
-	next.version = KURA_VERSION;
-	next.crc = super_crc(&next);
-	tx_write(&fs->tx, SB_COPY * KURA_BLOCK, &next, sizeof next);
-	tx_write(&fs->tx, SB_PRIMARY * KURA_BLOCK, &next, sizeof next);
+	super_mark_version(fs, KURA_VERSION);
 	return fs_end(fs, 0);
 }
 
@@ -260,7 +257,7 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 	}
 	fs->mounted_alone = alone;
 	fs->state_fd = -1;
-	if (sb->version != KURA_VERSION) {
+	if (sb->version != KURA_VERSION && (sb->version != KURA_VERSION_AS_IS || (opts->upgrade && !opts->read_only))) {
 		if ((err = upgrade_format(fs))) {
 			set_error("%s: cannot upgrade from format version %u: %s", path, sb->version, strerror(-err));
 			fs_close(fs);

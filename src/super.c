@@ -43,6 +43,20 @@ uint32_t super_crc(const struct kura_super *sb)
 	return crc32c(0, sb, offsetof(struct kura_super, crc));
 }
 
+void super_mark_version(struct kura_fs *fs, uint32_t version)
+{
+	/* The pool's own superblock, not fs->sb: another process may have
+	 * marked it, and a rolled-back transaction unmarks it. */
+	const struct kura_super *cur = media_ptr(&fs->m, SB_PRIMARY * KURA_BLOCK);
+	if (cur->version >= version && cur->version <= KURA_VERSION && super_crc(cur) == cur->crc)
+		return;
+	struct kura_super next = *fs->sb;
+	next.version = version;
+	next.crc = super_crc(&next);
+	tx_write(&fs->tx, SB_COPY * KURA_BLOCK, &next, sizeof next);
+	tx_write(&fs->tx, SB_PRIMARY * KURA_BLOCK, &next, sizeof next);
+}
+
 void super_geometry(uint64_t nblocks, struct kura_super *sb)
 {
 	/* The log must hold the undo records of the largest single operation: a
@@ -76,7 +90,8 @@ static int check_super(const struct kura_super *sb, uint64_t size, int upgrade, 
 		snprintf(why, whylen, "superblock checksum mismatch (the superblock is damaged)");
 		return -EUCLEAN;
 	}
-	if (sb->version != KURA_VERSION && !(upgrade && sb->version >= KURA_OLDEST_UPGRADABLE && sb->version < KURA_VERSION)) {
+	if (sb->version != KURA_VERSION && sb->version != KURA_VERSION_AS_IS &&
+	    !(upgrade && sb->version >= KURA_OLDEST_UPGRADABLE && sb->version < KURA_VERSION)) {
 		if (sb->version < KURA_OLDEST_UPGRADABLE)
 			snprintf(why, whylen,
 				 "pool format version %u is older than this kura's (%u): export it with the kura that made "

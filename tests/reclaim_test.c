@@ -408,6 +408,20 @@ static void old_format_upgraded(const char *pool)
 	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean after using the upgraded pool");
 }
 
+/* Sets the pool's format version in both superblocks (unmounted). */
+static int set_version(const char *pool, uint32_t version)
+{
+	int fd = open(pool, O_RDWR);
+	struct kura_super sb;
+	if (fd < 0 || pread(fd, &sb, sizeof sb, 0) != sizeof sb)
+		return -1;
+	sb.version = version;
+	sb.crc = crc32c(0, &sb, offsetof(struct kura_super, crc));
+	wr(fd, &sb, sizeof sb, 0);
+	wr(fd, &sb, sizeof sb, KURA_BLOCK);
+	return close(fd);
+}
+
 /* A format 2 pool (no attribute directory) is refused by a plain mount,
  * upgraded to 3 in place, and then takes extended attributes. */
 static void format2_upgraded(const char *pool)
@@ -418,15 +432,8 @@ static void format2_upgraded(const char *pool)
 		return;
 	CHECK(create(fs, "/kept") == 0, "create /kept");
 	kura_unmount(fs);
-	int fd = open(pool, O_RDWR);
-	struct kura_super sb;
-	if (fd < 0 || pread(fd, &sb, sizeof sb, 0) != sizeof sb)
+	if (set_version(pool, 2))
 		return;
-	sb.version = 2;
-	sb.crc = crc32c(0, &sb, offsetof(struct kura_super, crc));
-	wr(fd, &sb, sizeof sb, 0);
-	wr(fd, &sb, sizeof sb, KURA_BLOCK);
-	close(fd);
 	fs = upgrading_mount(pool, 2);
 	if (!fs)
 		return;
@@ -436,6 +443,36 @@ static void format2_upgraded(const char *pool)
 	      "extended attributes after the upgrade");
 	kura_unmount(fs);
 	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean after the upgrade from format 2");
+}
+
+/* Format 3 is mounted as it is (it is 4 without unwritten blocks), and
+ * stays 3 until a fallocate leaves such a block: then it is 4, which a
+ * kura that reads only 3 refuses. */
+static void format3_marked_by_fallocate(const char *pool)
+{
+	CHECK(kura_mkfs(pool, 8u << 20, 1) == 0, "mkfs %s", pool);
+	CHECK(set_version(pool, 3) == 0, "make it format 3");
+	kura_fs *fs = kura_mount(pool, NULL, NULL);
+	CHECK(fs != NULL, "a plain mount of format 3: %s", fs ? "" : kura_last_error());
+	if (!fs)
+		return;
+	struct kura_info in;
+	CHECK(create(fs, "/f") == 0, "create /f");
+	kura_info(fs, &in);
+	CHECK(in.format_version == 3, "still format %u after a create", in.format_version);
+	int fd = kura_open(fs, "/f", O_RDWR, 0);
+	CHECK(kura_fallocate(fs, fd, 0, 0, 64 << 10) == 0, "fallocate 64 KiB");
+	kura_close(fs, fd);
+	kura_unmount(fs);
+	int sfd = open(pool, O_RDONLY);
+	struct kura_super sb[2];
+	CHECK(sfd >= 0 && pread(sfd, &sb[0], sizeof sb[0], 0) == sizeof sb[0] &&
+	      pread(sfd, &sb[1], sizeof sb[1], KURA_BLOCK) == sizeof sb[1] && sb[0].version == 4 && sb[1].version == 4 &&
+	      sb[0].crc == crc32c(0, &sb[0], offsetof(struct kura_super, crc)),
+	      "both superblocks say format 4 (%u, %u), checksummed", sb[0].version, sb[1].version);
+	if (sfd >= 0)
+		close(sfd);
+	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean");
 }
 
 int main(void)
@@ -449,6 +486,7 @@ int main(void)
 	repair_gives_back(pool);
 	old_format_upgraded(pool);
 	format2_upgraded(pool);
+	format3_marked_by_fallocate(pool);
 	if (getenv("RECLAIM_KEEP"))
 		return 0;
 	unlink(pool);

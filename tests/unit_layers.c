@@ -185,6 +185,79 @@ static void test_fallocate_over_freed(void)
 	kura_unmount(fs);
 }
 
+static size_t nonzero_bytes(const char *p, size_t n)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		k += p[i] != 0;
+	return k;
+}
+
+/* fallocate takes blocks it writes nothing into (unwritten, layout.h): over
+ * blocks a file filled and freed they read as zeros, a small write into
+ * one shows its bytes and zeros around them, not the old bytes; the space
+ * is the file's (st_blocks, the free count) until it goes; fsck agrees. */
+static void test_unwritten_blocks(void)
+{
+	kura_fs *fs = kura_mount(pool, NULL, NULL);
+	struct kura_info in0, in1;
+	kura_info(fs, &in0);
+	enum { BLOCKS = 64 };
+	size_t len = BLOCKS * 4096u;
+	char *buf = malloc(len);
+	memset(buf, 0x5a, len);
+	int fd = kura_open(fs, "/old", O_CREAT | O_RDWR, 0644);
+	CHECK(kura_pwrite(fs, fd, buf, len, 0) == (ssize_t)len, "fill a file");
+	kura_close(fs, fd);
+	kura_unlink(fs, "/old");
+	fd = kura_open(fs, "/u", O_CREAT | O_RDWR, 0644);
+	CHECK(kura_fallocate(fs, fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)len) == 0, "fallocate, keeping the size");
+	struct stat st;
+	kura_fstat(fs, fd, &st);
+	CHECK(st.st_size == 0 && st.st_blocks >= (blkcnt_t)(len / 512), "size %lld, %lld sectors owned",
+	      (long long)st.st_size, (long long)st.st_blocks);
+	kura_info(fs, &in1);
+	CHECK(in1.blocks_free + BLOCKS <= in0.blocks_free, "%llu blocks taken for %d",
+	      (unsigned long long)(in0.blocks_free - in1.blocks_free), BLOCKS);
+	CHECK(in1.format_version == 4, "the pool is marked format %u", in1.format_version);
+	CHECK(kura_ftruncate(fs, fd, (off_t)len) == 0, "extend over the fallocated blocks");
+	CHECK(kura_pread(fs, fd, buf, len, 0) == (ssize_t)len && nonzero_bytes(buf, len) == 0,
+	      "fallocated blocks read as zeros (%zu bytes did not)", nonzero_bytes(buf, len));
+	CHECK(kura_lseek(fs, fd, 4096, SEEK_DATA) == 4096, "an unwritten block is data to SEEK_DATA, as in tmpfs");
+	CHECK(kura_pwrite(fs, fd, "abc", 3, 5 * 4096 + 100) == 3, "a small write into an unwritten block");
+	CHECK(kura_pwrite(fs, fd, "defg", 4, 5 * 4096 + 200) == 4, "and another into the same block");
+	memset(buf, 1, 4096);
+	CHECK(kura_pread(fs, fd, buf, 4096, 5 * 4096) == 4096 && !memcmp(buf + 100, "abc", 3) &&
+	      !memcmp(buf + 200, "defg", 4) && nonzero_bytes(buf, 4096) == 7,
+	      "the block shows its 7 bytes and zeros (%zu bytes not zero)", nonzero_bytes(buf, 4096));
+	memset(buf, 0x33, 8192);
+	CHECK(kura_pwrite(fs, fd, buf, 8192, 9 * 4096) == 8192, "whole unwritten blocks overwritten");
+	CHECK(kura_pread(fs, fd, buf, 3 * 4096, 8 * 4096) == 3 * 4096 && nonzero_bytes(buf, 4096) == 0 &&
+	      nonzero_bytes(buf + 4096, 8192) == 8192, "they read back, beside an unwritten one still zero");
+	CHECK(kura_fallocate(fs, fd, FALLOC_FL_ZERO_RANGE, 9 * 4096, 4096) == 0, "zero a written block");
+	kura_fstat(fs, fd, &st);
+	CHECK(kura_pread(fs, fd, buf, 4096, 9 * 4096) == 4096 && nonzero_bytes(buf, 4096) == 0 &&
+	      st.st_blocks >= (blkcnt_t)(len / 512), "it reads as zeros and keeps its space (%lld sectors)",
+	      (long long)st.st_blocks);
+	struct kura_info in2;
+	kura_info(fs, &in1);
+	CHECK(kura_ftruncate(fs, fd, 12 * 4096) == 0, "truncate away 52 blocks, most of them unwritten");
+	kura_info(fs, &in2);
+	CHECK(in2.blocks_free >= in1.blocks_free + 52, "%llu blocks back for 52",
+	      (unsigned long long)(in2.blocks_free - in1.blocks_free));
+	kura_close(fs, fd);
+	kura_unmount(fs);
+	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean with unwritten blocks");
+	fs = kura_mount(pool, NULL, NULL);
+	CHECK(kura_unlink(fs, "/u") == 0, "unlink the file");
+	kura_info(fs, &in1);
+	CHECK(in1.blocks_free == in0.blocks_free, "every block back: %llu free, %llu before",
+	      (unsigned long long)in1.blocks_free, (unsigned long long)in0.blocks_free);
+	free(buf);
+	kura_unmount(fs);
+	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean after the unlink");
+}
+
 int main(void)
 {
 	snprintf(pool, sizeof pool, "/dev/shm/kura-layers-%d.pool", getpid());
@@ -196,6 +269,7 @@ int main(void)
 	test_pool_full();
 	test_big_file();
 	test_fallocate_over_freed();
+	test_unwritten_blocks();
 	unlink(pool);
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed != 0;

@@ -8,7 +8,8 @@
  * memory pool and on a disk pool (whose map stores reach the pool file
  * only through kura_map_sync's journal record).  And a file's blocks lie
  * side by side, however it was written, so its map takes few mappings.
- * A map shows what a fresh write filled (on memory, through the file). */
+ * A map shows what a fresh write filled (on memory, through the file),
+ * and zeros where fallocate left blocks unwritten. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -60,6 +61,40 @@ static int runs_of(kura_fs *fs, const char *path, uint64_t n)
 	}
 	kura_close(fs, fd);
 	return runs;
+}
+
+/* fallocate's unwritten blocks, over blocks a file filled and freed: a
+ * map of them shows zeros, not the old bytes, and they come back when the
+ * file goes (fsck, run after, finds none leaked). */
+static void unwritten_mapped(kura_fs *fs)
+{
+	static char old[16 * PG];
+	memset(old, 'o', sizeof old);
+	int fd = kura_open(fs, "/old", O_CREAT | O_RDWR, 0644);
+	CHECK(kura_pwrite(fs, fd, old, sizeof old, 0) == (ssize_t)sizeof old, "fill 16 blocks");
+	kura_close(fs, fd);
+	kura_unlink(fs, "/old");
+	uint64_t before = free_blocks(fs), ino;
+	fd = kura_open(fs, "/u", O_CREAT | O_RDWR, 0644);
+	CHECK(kura_fallocate(fs, fd, 0, 0, 16 * PG) == 0, "fallocate 16 blocks");
+	CHECK(kura_map_pin(fs, fd, 1, &ino) == 0, "pin");
+	char *m = map_blocks(fs, ino, 4, 4);
+	CHECK(m != NULL, "map 4 unwritten blocks");
+	if (m) {
+		size_t nonzero = 0;
+		for (size_t i = 0; i < 4 * PG; i++)
+			nonzero += m[i] != 0;
+		CHECK(nonzero == 0, "the map shows zeros (%zu bytes not)", nonzero);
+		memcpy(m + PG + 5, "mapped", 6);
+		char buf[8];
+		CHECK(kura_pread(fs, fd, buf, 6, 5 * PG + 5) == 6 && !memcmp(buf, "mapped", 6), "pread sees the store");
+		munmap(m, 4 * PG);
+	}
+	kura_map_unpin(fs, ino);
+	kura_close(fs, fd);
+	CHECK(kura_unlink(fs, "/u") == 0, "unlink");
+	CHECK(free_blocks(fs) == before, "every block back: %llu free, %llu before", (unsigned long long)free_blocks(fs),
+	      (unsigned long long)before);
 }
 
 /* Where blocks land: a file written in random order, and two files
@@ -177,6 +212,7 @@ static void one_pool(const char *pool, enum kura_persist persist)
 	CHECK(free_blocks(fs) >= before + 64, "all blocks back after the last unpin: %llu free, %llu before",
 	      (unsigned long long)free_blocks(fs), (unsigned long long)before);
 	placement(fs);
+	unwritten_mapped(fs);
 	kura_unmount(fs);
 	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean (%s)", pool);
 	unlink(pool);
