@@ -2,6 +2,7 @@
  * growth, freeing and the search for data and holes (see inode.h). */
 #include <errno.h>
 #include "alloc.h"
+#include "fault.h"
 #include "inode.h"
 
 static uint64_t span_of(unsigned height) /* file blocks covered by a tree of this height */
@@ -70,13 +71,27 @@ uint64_t bmap_entry(const struct kura_fs *fs, const struct kura_inode *ip, uint6
 
 uint64_t bmap_get(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock)
 {
-	uint64_t e = bmap_entry(fs, ip, fblock);
-	return e & BMAP_UNWRITTEN ? 0 : e;
+	uint64_t b;
+	if (!ip->height) {
+		b = fblock ? 0 : ip->root;
+	} else {
+		const uint64_t *leaf = leaf_of(fs, ip, fblock);
+		b = leaf ? leaf[fblock & (MAP_FANOUT - 1)] : 0;
+	}
+	/* An unwritten entry is no valid block number (its top bit): a hole
+	 * to readers, with no test of its own on a path every lookup takes. */
+	return block_valid(fs, b) ? b : 0;
 }
 
-uint64_t bmap_take_unwritten(struct kura_fs *fs, uint64_t entry)
+uint64_t bmap_take_unwritten(struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock, uint64_t entry)
 {
 	uint64_t b = entry & ~BMAP_UNWRITTEN;
+	const uint64_t *leaf = kura_fault == FAULT_UNWRITTEN_EARLY ? leaf_of(fs, ip, fblock) : NULL;
+	if (leaf) { /* injected bug (crash tests only): the bit goes outside the transaction */
+		uint64_t off = (uint64_t)((const char *)&leaf[fblock & (MAP_FANOUT - 1)] - (const char *)media_ptr(&fs->m, 0));
+		media_store64(&fs->m, off, b);
+		media_persist(&fs->m, off, 8);
+	}
 	/* fallocate gave it storage, but in another process perhaps: this
 	 * one learns whether the page is cold (media.h) */
 	int err = media_back(&fs->m, block_off(b), KURA_BLOCK, MEDIA_FILL_COPIES);
@@ -292,7 +307,8 @@ void bmap_free_range(struct kura_fs *fs, uint64_t ino, uint64_t first, uint64_t 
 		INO_SET(fs, ino, height, 0);
 }
 
-/* The first file block >= fb whose owning a block (written or not) is `want`, searching the
+/* The first file block >= fb that owns a block (written or not) if `want`,
+ * that owns none if not, searching the
  * subtree at node b (height `level`, first file block `base`); UINT64_MAX if
  * none.  Unmapped subtrees are skipped whole, so a huge hole costs one step
  * per tree level, not one per block. */

@@ -30,6 +30,8 @@ enum kura_fault_kind {
 	                           of its own */
 	FAULT_MIXED_UNSEALED,   /* journal: an op-mode commit stages its record while changes an
 	                           fsync-mode process left pending wait unsealed before it */
+	FAULT_UNWRITTEN_EARLY,  /* the first write into an unwritten block clears the block's bit
+	                           durably before its data are in */
 	FAULT_COUNT
 };
 

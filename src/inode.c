@@ -361,7 +361,7 @@ ssize_t inode_write(struct kura_fs *fs, uint64_t ino, const void *buf, size_t le
 		} else {
 			/* New block, an unwritten one, or a whole-block overwrite:
 			 * fill a fresh block and swap the map entry. */
-			uint64_t nb = b ? alloc_block(fs, 0) : e ? bmap_take_unwritten(fs, e) : bmap_alloc(fs, ip, fb, 0);
+			uint64_t nb = b ? alloc_block(fs, 0) : e ? bmap_take_unwritten(fs, ip, fb, e) : bmap_alloc(fs, ip, fb, 0);
 			if (!nb)
 				break;
 			if (n == KURA_BLOCK) {

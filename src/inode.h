@@ -73,9 +73,9 @@ uint64_t bmap_get(const struct kura_fs *fs, const struct kura_inode *ip, uint64_
 uint64_t bmap_entry(const struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock);
 /* The block of an unwritten entry, fresh in this transaction from here on
  * (the bytes it holds are no one's until the entry that says otherwise
- * commits): the caller fills it whole and maps it with bmap_set.  0 with
- * the transaction failed if it has no storage. */
-uint64_t bmap_take_unwritten(struct kura_fs *fs, uint64_t entry);
+ * commits): the caller fills it whole and maps it (fblock of ip) with
+ * bmap_set.  0 with the transaction failed if it has no storage. */
+uint64_t bmap_take_unwritten(struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock, uint64_t entry);
 /* Maps fblock to `block` (0 unmaps; BMAP_UNWRITTEN may be set); returns the
  * block previously owned, written or not, which the caller frees or keeps.
  * Interior nodes are allocated as needed. */

@@ -47,6 +47,7 @@ static const char *fault_name[FAULT_COUNT] = {
 	[FAULT_MAP_HOME_UNRECORDED] = "a checkpoint writes a map's unrecorded stores home",
 	[FAULT_GROUP_SPLIT_COMMIT] = "an atomic group commits in two transactions",
 	[FAULT_MIXED_UNSEALED] = "an op-mode commit ahead of fsync-mode changes left pending",
+	[FAULT_UNWRITTEN_EARLY] = "an unwritten block's bit cleared before its data",
 };
 
 enum { PMEM, FILE_OP, FILE_FSYNC, FILE_MIXED, NMODELS };
@@ -71,9 +72,11 @@ static int applies(int fault, int model)
 	case FAULT_MAP_UNRECORDED:
 	case FAULT_MAP_HOME_UNRECORDED: return model != PMEM;
 	case FAULT_SEAL_HOME_EARLY: return model == FILE_FSYNC;
-	/* In fsync mode the disk sees a state only as a sync seals it, and
-	 * the commit's two transactions are sealed together by its sync. */
-	case FAULT_GROUP_SPLIT_COMMIT: return model != FILE_FSYNC;
+	/* In fsync mode the disk sees a state only as a sync seals it: a
+	 * group's commit in two transactions, or a bit cleared before the
+	 * data it vouches for, is sealed whole by the sync after it. */
+	case FAULT_GROUP_SPLIT_COMMIT:
+	case FAULT_UNWRITTEN_EARLY: return model != FILE_FSYNC;
 	default: return 1;
 	}
 }
@@ -112,7 +115,7 @@ int main(void)
 		int fsync_op = wk_lookup("fsync:foo"), nops = mo == FILE_FSYNC ? 2 * ROUNDS : 1, wl[2 * ROUNDS];
 		/* A group's commit needs a group with blocks before it: single
 		 * entries cannot show that bug, and trying them all costs minutes. */
-		int single = f != FAULT_GROUP_SPLIT_COMMIT && mo != FILE_MIXED;
+		int single = f != FAULT_GROUP_SPLIT_COMMIT && f != FAULT_UNWRITTEN_EARLY && mo != FILE_MIXED;
 		for (int i = 0; i < WK_NOPS && caught < 0 && single; i++) {
 			for (int r = 0; r < ROUNDS; r++)
 				wl[2 * r] = i, wl[2 * r + 1] = fsync_op;

@@ -36,9 +36,11 @@ static const char *const drv_scenarios[] = {
 	/* 11: sizes through several descriptors, truncate, fallocate */
 	"ftrunc:foo:100,append3:foo,falloc:foo:keep,append4k:foo,ftrunc:foo:4097",
 	"falloc:foo:0+16k,ftrunc:foo:100,falloc:foo:zero,append4k:foo,falloc:foo:punch",
-	/* unwritten blocks (layout.h): a small write into one, whole ones
-	 * past the end, and a truncate that frees some still unwritten */
-	"falloc:foo:keep,ftrunc:foo:12288,pwrite:foo:5000@3000,pwrite:foo:8k@8192,ftrunc:foo:4097",
+	/* unwritten blocks (layout.h) over blocks just freed with bytes in
+	 * them: a small write into one, whole ones past the end, and a
+	 * truncate that frees some still unwritten */
+	"pwrite:foo:8k@8192,ftrunc:foo:100,falloc:foo:keep,ftrunc:foo:12288,pwrite:foo:5000@3000,pwrite:foo:8k@8192,"
+	"ftrunc:foo:4097",
 	"open:foo:trunc,append3:foo,pwrite:baz:70@0,trunc:A/foo:10,pwrite:A/foo:200@4000",
 	/* 8: link counts and names change together */
 	"link:foo:A/C/l,unlink:foo,close:foo,close:foo-append",
