@@ -526,7 +526,7 @@ int kura_info(kura_fs *fs, struct kura_info *info)
 {
 	const struct kura_state *st = fs_state(fs);
 	memset(info, 0, sizeof *info);
-	info->format_version = fs->sb->version;
+	info->format_version = super_version(fs);
 	info->pool_size = fs->sb->pool_size;
 	info->block_size = KURA_BLOCK;
 	info->blocks_total = fs->nblocks;

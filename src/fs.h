@@ -95,8 +95,10 @@ static inline const void *block_ptr(const struct kura_fs *fs, uint64_t b)
 	return media_ptr(&fs->m, block_off(b));
 }
 
-/* Marks the pool's superblock (both copies) format `version` under the
- * current transaction, unless it says so already (super.c). */
+/* The pool's format version as its superblock says now, and marking it
+ * (both copies) `version` under the current transaction unless it says so
+ * already (super.c). */
+uint32_t super_version(const struct kura_fs *fs);
 void super_mark_version(struct kura_fs *fs, uint32_t version);
 
 /* Operation brackets (bracket.c). */

@@ -43,12 +43,18 @@ uint32_t super_crc(const struct kura_super *sb)
 	return crc32c(0, sb, offsetof(struct kura_super, crc));
 }
 
+uint32_t super_version(const struct kura_fs *fs)
+{
+	/* The pool's own superblock, not fs->sb: this mount or another may
+	 * have marked it since, and a rolled-back transaction unmarks it.  A
+	 * damaged primary (the mount read the copy) leaves fs->sb's word. */
+	const struct kura_super *cur = media_ptr(&fs->m, SB_PRIMARY * KURA_BLOCK);
+	return cur->version <= KURA_VERSION && super_crc(cur) == cur->crc ? cur->version : fs->sb->version;
+}
+
 void super_mark_version(struct kura_fs *fs, uint32_t version)
 {
-	/* The pool's own superblock, not fs->sb: another process may have
-	 * marked it, and a rolled-back transaction unmarks it. */
-	const struct kura_super *cur = media_ptr(&fs->m, SB_PRIMARY * KURA_BLOCK);
-	if (cur->version >= version && cur->version <= KURA_VERSION && super_crc(cur) == cur->crc)
+	if (super_version(fs) >= version)
 		return;
 	struct kura_super next = *fs->sb;
 	next.version = version;

@@ -462,6 +462,8 @@ static void format3_marked_by_fallocate(const char *pool)
 	CHECK(in.format_version == 3, "still format %u after a create", in.format_version);
 	int fd = kura_open(fs, "/f", O_RDWR, 0);
 	CHECK(kura_fallocate(fs, fd, 0, 0, 64 << 10) == 0, "fallocate 64 KiB");
+	kura_info(fs, &in);
+	CHECK(in.format_version == 4, "format %u after it, as the mount that marked it says", in.format_version);
 	kura_close(fs, fd);
 	kura_unmount(fs);
 	int sfd = open(pool, O_RDONLY);
