@@ -223,7 +223,8 @@ uint64_t bmap_set(struct kura_fs *fs, uint64_t ino, uint64_t fblock, uint64_t bl
 		add_blocks(fs, ino, 1);
 	else if (!block && old)
 		add_blocks(fs, ino, -1);
-	return owned(fs, old);
+	old = owned(fs, old);
+	return old == block ? 0 : old; /* an unwritten block now written: still the file's */
 }
 
 /* Frees a whole subtree.  Its nodes are not cleared: once the parent's

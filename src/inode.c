@@ -381,7 +381,7 @@ ssize_t inode_write(struct kura_fs *fs, uint64_t ino, const void *buf, size_t le
 				tx_copy_fresh(t, block_off(nb), tmp, KURA_BLOCK);
 			}
 			uint64_t old = bmap_set(fs, ino, fb, nb);
-			if (old && old != nb)
+			if (old)
 				alloc_free(fs, old);
 		}
 		done += n;

@@ -77,7 +77,8 @@ uint64_t bmap_entry(const struct kura_fs *fs, const struct kura_inode *ip, uint6
  * bmap_set.  0 with the transaction failed if it has no storage. */
 uint64_t bmap_take_unwritten(struct kura_fs *fs, const struct kura_inode *ip, uint64_t fblock, uint64_t entry);
 /* Maps fblock to `block` (0 unmaps; BMAP_UNWRITTEN may be set); returns the
- * block previously owned, written or not, which the caller frees or keeps.
+ * block previously owned, written or not, which the caller frees or keeps
+ * (0 if it is `block` itself).
  * Interior nodes are allocated as needed. */
 uint64_t bmap_set(struct kura_fs *fs, uint64_t ino, uint64_t fblock, uint64_t block);
 /* A new block for fblock of ip, placed beside the file's neighbouring

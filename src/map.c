@@ -173,12 +173,11 @@ static void fill_hole(kura_fs *fs, uint64_t ino, uint64_t fb, uint64_t b, int ho
 		uint64_t e = bmap_entry(fs, ip, fb);
 		/* A map shows a block's bytes, so an unwritten one is zeroed
 		 * first, as a new one is. */
-		if (e && (b = bmap_take_unwritten(fs, ip, fb, e)))
-			tx_zero_fresh(&fs->tx, block_off(b), KURA_BLOCK, 1);
-		else if (!e)
-			b = bmap_alloc(fs, ip, fb, ALLOC_ZEROED_DATA);
+		b = e ? bmap_take_unwritten(fs, ip, fb, e) : bmap_alloc(fs, ip, fb, ALLOC_ZEROED_DATA);
 		if (!b)
 			return;
+		if (e)
+			tx_zero_fresh(&fs->tx, block_off(b), KURA_BLOCK, 1);
 		bmap_set(fs, ino, fb, b);
 	}
 	/* A checkpoint writes the block home even if no record ever carries
