@@ -42,7 +42,9 @@ static uint64_t claim(struct kura_fs *fs, uint64_t b, uint64_t bits, int zero)
 	if (t->err)
 		return 0;
 	tx_mark_fresh(t, b);
-	__atomic_store_n(&fs->back_ahead, block_off(b + 1), __ATOMIC_RELAXED);
+	/* The next block is likely taken for the same use as this one. */
+	__atomic_store_n(&fs->back_ahead, block_off(b + 1) | (zero == ALLOC_ZEROED ? BACK_AHEAD_STORES : 0),
+			 __ATOMIC_RELAXED);
 	if (zero && zero != ALLOC_UNWRITTEN) /* unlogged (the block is fresh); commit orders it before the block becomes reachable */
 		tx_zero_fresh(t, block_off(b), KURA_BLOCK, zero == ALLOC_ZEROED_DATA);
 	return b;

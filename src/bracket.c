@@ -71,14 +71,20 @@ int fs_begin(struct kura_fs *fs)
 /* A file that grows takes the block after the one it took last: where
  * that starts a chunk of the pool without storage, the storage is given
  * now, after the mutex, rather than by the next operation while every
- * other waits (on memory about 35 us a chunk, fallocate and populate). */
+ * other waits (on memory about 35 us a chunk, fallocate and populate).
+ * The chunk is given as the block before it was taken: metadata (inode
+ * slots, directory blocks) is zeroed through the map, so its pages are
+ * mapped now; given cold, as file data wants, each page was a fault
+ * inside the operation that zeroed it.  The first 20,000 creates in a
+ * fresh memory pool: 545 -> 512 ns each (medians of 11 alternated runs). */
 static void back_ahead(struct kura_fs *fs)
 {
 	if (!__atomic_load_n(&fs->back_ahead, __ATOMIC_RELAXED))
 		return;
-	uint64_t off = __atomic_exchange_n(&fs->back_ahead, 0, __ATOMIC_RELAXED);
+	uint64_t ahead = __atomic_exchange_n(&fs->back_ahead, 0, __ATOMIC_RELAXED);
+	uint64_t off = ahead & ~(uint64_t)BACK_AHEAD_STORES;
 	if (off && off < block_off(fs->nblocks))
-		(void)media_back(&fs->m, off, KURA_BLOCK, MEDIA_FILL_COPIES); /* a failure is the next claim's to report */
+		(void)media_back(&fs->m, off, KURA_BLOCK, ahead & BACK_AHEAD_STORES ? MEDIA_FILL_STORES : MEDIA_FILL_COPIES); /* a failure is the next claim's to report */
 }
 
 int fs_end(struct kura_fs *fs, int ret)

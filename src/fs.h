@@ -55,7 +55,8 @@ struct kura_fs {
 	uint64_t alloc_hint;
 	uint64_t stretch_hint;       /* the next bitmap word alloc_block_in_stretch looks at, going down */
 	uint64_t word_hint;          /* and alloc_block_in_word, going up */
-	uint64_t back_ahead;         /* pool offset to give storage after the operation (fs_end); atomic */
+	uint64_t back_ahead;         /* pool offset to give storage after the operation (fs_end),
+	                                | BACK_AHEAD_STORES for metadata; atomic */
 	/* Blocks this mount freed lately, tried before the scan: a stack kept
 	 * in a ring, whose oldest entries give way when it is full (alloc.c). */
 	uint64_t recent_free[1024];
@@ -80,6 +81,10 @@ static inline const struct kura_state *fs_state(const struct kura_fs *fs)
 {
 	return media_ptr(&fs->m, (uint64_t)STATE_BLOCK * KURA_BLOCK);
 }
+/* fs->back_ahead's low bit: the block was taken for metadata (block offsets
+ * are block-aligned, so the bit is free). */
+#define BACK_AHEAD_STORES 1u
+
 #define STATE_OFF(field) ((uint64_t)STATE_BLOCK * KURA_BLOCK + offsetof(struct kura_state, field))
 
 static inline int block_valid(const struct kura_fs *fs, uint64_t b)
