@@ -323,7 +323,7 @@ static int took_flush(struct journal *j, int r)
 
 void jn_lock_flush(struct journal *j)
 {
-	took_flush(j, pthread_mutex_lock(&j->ctl->flush));
+	took_flush(j, tracee_robust_lock(&j->ctl->flush));
 }
 
 void jn_unlock_flush(struct journal *j)

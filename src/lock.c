@@ -163,7 +163,7 @@ int lock_acquire(struct lockh *h)
 {
 	int r = spin_for(&h->t->mutex);
 	if (r == EBUSY)
-		r = pthread_mutex_lock(&h->t->mutex);
+		r = tracee_robust_lock(&h->t->mutex);
 	return r == EOWNERDEAD;
 }
 

@@ -9,6 +9,7 @@
 #include "api.h"
 #include "group.h"
 #include "inode.h"
+#include "tracee.h"
 #include "xattr.h"
 #include "kura.h"
 #include "ofile.h"
@@ -316,7 +317,7 @@ void ofile_put(struct kura_fs *fs, struct ofile *of)
 
 void ofile_lock_pos(struct ofile *of)
 {
-	if (pthread_mutex_lock(&of->pos_lock) == EOWNERDEAD)
+	if (tracee_robust_lock(&of->pos_lock) == EOWNERDEAD)
 		pthread_mutex_consistent(&of->pos_lock); /* the offset is a plain number: still usable */
 }
 

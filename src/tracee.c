@@ -49,29 +49,51 @@ int tracee_traced(void)
 	return tracer && atoi(tracer + 12) != 0;
 }
 
-int tracee_safe_lock(pthread_mutex_t *m)
+/*
+ * A robust process-shared mutex can leave a waiter asleep on a free
+ * mutex.  An unlock, or the kernel for a holder that died, wakes one
+ * waiter; if that one is killed before it takes the mutex, the wake is
+ * lost, and the others sleep on with nobody left to wake them (a
+ * stress_mp_test run under TSan hung so for minutes, its victims killed
+ * at random).  So no wait here is one sleep: each slice of it ends and
+ * looks at the mutex again.  0 or EOWNERDEAD: taken; EBUSY: not yet.
+ */
+static int wait_slice(pthread_mutex_t *m)
 {
 #if defined(__SANITIZE_THREAD__)
 	/* TSan does not see a process-shared mutex taken by timedlock as
-	 * held (it reports the unlock), so sanitized thread builds wait. */
-	return pthread_mutex_lock(m);
+	 * held (it reports the unlock), so sanitized thread builds poll. */
+	struct timespec pause = { 0, 100 * 1000 };
+	nanosleep(&pause, NULL);
+	return pthread_mutex_trylock(m);
 #else
+	struct timespec until;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_nsec += 50 * 1000 * 1000;
+	if (until.tv_nsec >= 1000000000) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000;
+	}
+	int r = pthread_mutex_timedlock(m, &until);
+	return r == ETIMEDOUT ? EBUSY : r;
+#endif
+}
+
+int tracee_robust_lock(pthread_mutex_t *m)
+{
 	int r = pthread_mutex_trylock(m); /* the usual case, without reading a clock */
-	if (r != EBUSY)
-		return r;
-	for (;;) {
-		struct timespec until;
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_nsec += 50 * 1000 * 1000;
-		if (until.tv_nsec >= 1000000000) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000;
-		}
-		r = pthread_mutex_timedlock(m, &until);
-		if (r != ETIMEDOUT)
-			return r;
-		if (tracee_holds(m))
+	while (r == EBUSY)
+		r = wait_slice(m);
+	return r;
+}
+
+int tracee_safe_lock(pthread_mutex_t *m)
+{
+	int r = pthread_mutex_trylock(m);
+	while (r == EBUSY) {
+		r = wait_slice(m);
+		if (r == EBUSY && tracee_holds(m))
 			return EDEADLK;
 	}
-#endif
+	return r;
 }

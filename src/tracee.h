@@ -22,8 +22,13 @@ int tracee_holds(const pthread_mutex_t *m);
  * tracer, writing its log into the pool, wait on its own stopped tracee. */
 int tracee_traced(void);
 
-/* Locks m (robust: returns EOWNERDEAD as pthread_mutex_lock does), or
- * gives up with EDEADLK when its holder is the caller's stopped tracee. */
+/* Locks m, a robust process-shared mutex: 0, or EOWNERDEAD as
+ * pthread_mutex_lock returns it.  The wait looks at m again every 50 ms
+ * (tracee.c: a wake can be lost when a waiter is killed). */
+int tracee_robust_lock(pthread_mutex_t *m);
+
+/* As tracee_robust_lock, or gives up with EDEADLK when m's holder is the
+ * caller's stopped tracee. */
 int tracee_safe_lock(pthread_mutex_t *m);
 
 #endif

@@ -8,11 +8,17 @@
  * must be the model's, and once everything is closed the table must be
  * empty to the last word: no slot, no ledger entry, no displaced-entry
  * count, no map state left behind for the next file to inherit.
+ *
+ * And a waiter for the pool mutex whose wake is lost (tracee.c) takes the
+ * mutex all the same.
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "check.h"
 #include "lock.h"
@@ -33,6 +39,56 @@ static int counts_match(struct lockh *h)
 		if (lock_open_count(h, ino_of(i)) != opens[i] || lock_maps(h, ino_of(i)) != maps[i])
 			bad++;
 	return bad;
+}
+
+static int waiter_done;
+
+static void *waiter(void *arg)
+{
+	struct lockh *h = arg;
+	lock_acquire(h);
+	lock_release(h);
+	__atomic_store_n(&waiter_done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+/* A lost wake, made on purpose: another process holds the mutex while a
+ * thread here sleeps on it, then frees it as an unlock does but wakes no
+ * one, as when the waiter an unlock woke is killed before it takes the
+ * mutex.  A wait that only sleeps would never end. */
+static void test_lost_wake(struct lockh *h)
+{
+	int held[2], go[2];
+	if (pipe(held) || pipe(go)) {
+		CHECK(0, "pipes");
+		return;
+	}
+	pid_t pid = fork();
+	if (pid == 0) {
+		char c;
+		lock_acquire(h);
+		if (write(held[1], "h", 1) != 1 || read(go[0], &c, 1) != 1)
+			_exit(1);
+		h->t->mutex.__data.__owner = 0;
+		__atomic_store_n(&h->t->mutex.__data.__lock, 0, __ATOMIC_RELEASE);
+		_exit(0);
+	}
+	char c;
+	CHECK(pid > 0 && read(held[0], &c, 1) == 1, "the other process holds the mutex");
+	pthread_t t;
+	CHECK(pthread_create(&t, NULL, waiter, h) == 0, "waiter thread");
+	struct timespec pause = { 0, 300 * 1000 * 1000 }; /* the waiter is asleep on the mutex by then */
+	nanosleep(&pause, NULL);
+	CHECK(write(go[1], "g", 1) == 1, "go");
+	int status;
+	waitpid(pid, &status, 0);
+	struct timespec tick = { 0, 10 * 1000 * 1000 };
+	for (int i = 0; i < 3000 && !__atomic_load_n(&waiter_done, __ATOMIC_ACQUIRE); i++)
+		nanosleep(&tick, NULL);
+	CHECK(__atomic_load_n(&waiter_done, __ATOMIC_ACQUIRE), "a waiter whose wake was lost took the mutex within 30 s");
+	if (waiter_done)
+		pthread_join(t, NULL);
+	close(held[0]), close(held[1]), close(go[0]), close(go[1]);
 }
 
 int main(void)
@@ -100,6 +156,13 @@ int main(void)
 	for (size_t i = 0; i < LOCK_OPEN_SLOTS / 64; i++)
 		bits += __builtin_popcountll(t->mapped_used[i]);
 	CHECK(stale == 0 && bits == 0, "%d slots keep state, %d say they may", stale, bits);
+	test_lost_wake(&h);
+	if (!waiter_done) { /* the waiter still sleeps on the table: leave it mapped */
+		printf("%d passed, %d failed\n", passed, failed);
+		fflush(stdout);
+		unlink(pool);
+		_exit(1);
+	}
 	lock_remove(&h);
 	lock_detach(&h, pool_fd);
 	close(pool_fd);
