@@ -79,21 +79,26 @@ static int wait_slice(pthread_mutex_t *m)
 #endif
 }
 
-int tracee_robust_lock(pthread_mutex_t *m)
-{
-	int r = pthread_mutex_trylock(m); /* the usual case, without reading a clock */
-	while (r == EBUSY)
-		r = wait_slice(m);
-	return r;
-}
-
-int tracee_safe_lock(pthread_mutex_t *m)
+/* Tries m once, without reading a clock (the usual case), then waits in
+ * slices; between them, give_up_on_tracee asks whether m's holder is the
+ * caller's stopped tracee. */
+static int lock_in_slices(pthread_mutex_t *m, int give_up_on_tracee)
 {
 	int r = pthread_mutex_trylock(m);
 	while (r == EBUSY) {
 		r = wait_slice(m);
-		if (r == EBUSY && tracee_holds(m))
+		if (r == EBUSY && give_up_on_tracee && tracee_holds(m))
 			return EDEADLK;
 	}
 	return r;
+}
+
+int tracee_robust_lock(pthread_mutex_t *m)
+{
+	return lock_in_slices(m, 0);
+}
+
+int tracee_safe_lock(pthread_mutex_t *m)
+{
+	return lock_in_slices(m, 1);
 }

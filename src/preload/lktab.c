@@ -40,6 +40,7 @@
 
 #include "lktab.h"
 #include "shm.h"
+#include "tracee.h"
 
 struct lk_table *lk_tables[KP_MAX_MOUNTS];
 int lk_probed[KP_MAX_MOUNTS];
@@ -143,7 +144,7 @@ out:
 
 void lk_tlock(struct lk_table *t)
 {
-	if (pthread_mutex_lock(&t->mu) == EOWNERDEAD)
+	if (tracee_robust_lock(&t->mu) == EOWNERDEAD) /* a lost wake cannot strand the waiters (tracee.c) */
 		pthread_mutex_consistent(&t->mu); /* records are independent; a dead holder's is dropped by pid */
 }
 
