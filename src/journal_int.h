@@ -1,10 +1,11 @@
 /*
- * journal_int.h — what the journal's four files share; no other layer
+ * journal_int.h — what the journal's five files share; no other layer
  * includes it (they use journal.h):
  *   journal.c         the format on the disk, the working copy;
  *   journal_recover.c recovery at the first mount;
  *   journal_commit.c  staging records, group commit and syncs, repair;
- *   journal_seal.c    the pending set (fsync mode) and its seals, checkpoints.
+ *   journal_seal.c    the pending set (fsync mode) and its seals;
+ *   journal_checkpoint.c checkpoints.
  */
 #ifndef KURA_JOURNAL_INT_H
 #define KURA_JOURNAL_INT_H
@@ -103,6 +104,10 @@ uint64_t jn_seal_slack(const struct journal *j);
 void jn_pend_tx(struct journal *j, const struct jtx *t, int add, uint64_t *nnew, uint64_t *est);
 int jn_pend_fits(const struct journal *j, uint64_t nnew, uint64_t est);
 int jn_seal(struct journal *j, const struct jtx *t);
+const uint8_t *jn_seal_view(struct journal *j, const struct jtx *t, uint64_t b);
+int jn_cmp_block(const void *a, const void *b);
+
+/* journal_checkpoint.c */
 int jn_checkpoint(struct journal *j, const struct jtx *t, uint64_t reserve);
 
 #endif
