@@ -106,8 +106,11 @@ int fs_end(struct kura_fs *fs, int ret)
 			ret = -EIO; /* applied, but not known durable */
 		lsn = fs->tx.commit_lsn;
 	}
-	if (fs->tx.j)
+	if (fs->tx.j) {
 		journal_leave(fs->tx.j);
+		if (committed)
+			journal_write_behind(fs->tx.j);
+	}
 	lock_write_end(&fs->lk);
 	dir_index_end(fs, committed);
 	lock_release(&fs->lk);

@@ -32,6 +32,8 @@ enum kura_fault_kind {
 	                           fsync-mode process left pending wait unsealed before it */
 	FAULT_UNWRITTEN_EARLY,  /* the first write into an unwritten block clears the block's bit
 	                           durably before its data are in */
+	FAULT_BEHIND_STALE,     /* journal, fsync mode: a block written behind keeps its mark when
+	                           a commit changes it, so the seal leaves its home as it was */
 	FAULT_COUNT
 };
 

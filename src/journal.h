@@ -33,7 +33,11 @@
  * two.  So that data go that way, the allocator takes such blocks first
  * and a whole-block overwrite of one stays in place (journal_cheap_word,
  * journal_rewrite_in_place): rewriting a file then keeps to its blocks
- * instead of spreading the pending set over the pool.  A sync
+ * instead of spreading the pending set over the pool.  Since such a block
+ * may go home at any time before its record, a growing pending set is
+ * written behind, 2 MiB at a time, by the operations that grow it
+ * (journal_write_behind), so that a large seal finds most of its blocks on
+ * their way to the disk and only syncs them.  A sync
  * writes the staged records not yet on the disk with one pwrite and makes
  * them durable with one fdatasync: one flush, shared by every transaction
  * staged meanwhile, whichever thread or process committed it (group
@@ -65,6 +69,9 @@
  * journal_replayed counts the records the last recovery replayed. */
 extern uint64_t kura_journal_cap;
 extern int journal_replayed;
+/* Crash tests only: when set, fsync mode writes pending blocks behind
+ * (journal_write_behind) once this many have joined the pending set. */
+extern uint64_t kura_write_behind_step;
 
 /* Shared by every process using the copy; it lies after the pool image. */
 struct jctl {
@@ -90,6 +97,8 @@ struct jctl {
 	uint64_t marking_from; /* where that record starts */
 	uint64_t published;    /* records published (op mode), and of them the ones a flush took */
 	uint64_t flushed;
+	uint64_t behind_n;     /* pending list entries journal_write_behind has passed */
+	uint64_t written_behind; /* blocks it wrote */
 	uint64_t last_batch;   /* records the last flush took (see wait_for_batch) */
 };
 _Static_assert(sizeof(struct jctl) <= KURA_BLOCK, "the control block has one pool block before the dirty map");
@@ -101,9 +110,11 @@ struct journal {
 	uint64_t *journaled;       /* one bit per block a record (or a seal's home write) set this epoch */
 	uint64_t *home_used;       /* the bitmap as the last checkpoint left it (1: in use) */
 	uint64_t *map_stores;      /* blocks a writable map has shown, until allocated again (see checkpoint) */
+	uint64_t *behind;          /* pending blocks written home behind, unchanged since (journal_write_behind) */
 	uint64_t *pend_mask;       /* per block: its lines changed since the last seal */
 	uint64_t *pend_list;       /* the blocks with a pending mask (duplicates possible) */
 	uint64_t pend_max, first_data, bitmap_off, map_words;
+	uint64_t behind_step;      /* pending blocks between two writes behind */
 	uint64_t home_min;         /* fresh blocks a seal needs to write them home instead */
 	uint64_t head_off;         /* the pool's log region */
 	uint64_t rec_off, cap;     /* where records go, and how many bytes fit */
@@ -186,6 +197,11 @@ void journal_forget_contents(struct journal *j, uint64_t block);
  * staged record (nothing to do when no process in fsync mode left changes
  * pending).  0 or -errno. */
 int journal_seal(struct journal *j);
+/* fsync mode, under the pool mutex, after a commit (no transaction open):
+ * once behind_step blocks have joined the pending set, writes those of
+ * them that the next seal would write home, and asks the kernel to start
+ * writing them to the disk, so that the seal finds them there. */
+void journal_write_behind(struct journal *j);
 /* Whether changes of a process in fsync mode wait in the pending set. */
 int journal_pending(const struct journal *j);
 /* Blocks a writable shared map shows: a checkpoint writes them home, as

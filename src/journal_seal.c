@@ -52,6 +52,12 @@ static void pend_range(struct journal *j, uint64_t off, uint64_t len, int add, u
 			/* Listed before its mask is set: a holder dying in between
 			 * leaves a listed block with no lines, which a seal skips,
 			 * never lines no seal will find. */
+			/* Its home, if written behind, is older now.  Cleared
+			 * here, with the lines, by the commit that changed it:
+			 * until then a holder that dies is rolled back to the
+			 * bytes the home holds. */
+			if (kura_fault != FAULT_BEHIND_STALE) /* an injected bug: crash tests only */
+				j->behind[b / 64] &= ~(1ull << (b % 64));
 			if (!j->pend_mask[b]) {
 				if (!j->ctl->pend_n)
 					j->ctl->pend_since = now_ns();
@@ -108,11 +114,17 @@ int jn_cmp_block(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+static int written_behind(const struct journal *j, uint64_t b)
+{
+	return bit(j->behind, b) && !bit(j->map_stores, b);
+}
+
 /* Blocks of list[from, to) that go home, consecutive from list[i]: at most RUN. */
 static uint64_t home_run(const struct journal *j, const uint64_t *home, uint64_t i, uint64_t to)
 {
 	uint64_t r = 1;
-	while (r < 64 && i + r < to && bit(home, i + r) && j->pend_list[i + r] == j->pend_list[i] + r)
+	while (r < 64 && i + r < to && bit(home, i + r) && j->pend_list[i + r] == j->pend_list[i] + r &&
+	       !written_behind(j, j->pend_list[i + r]))
 		r++;
 	return r;
 }
@@ -183,6 +195,7 @@ int jn_seal(struct journal *j, const struct jtx *t)
 		}
 	}
 	__atomic_store_n(&c->pend_n, k, __ATOMIC_RELEASE);
+	c->behind_n = 0; /* the list is in another order now */
 	uint64_t *home = calloc((k + 63) / 64 + 1, sizeof *home), nhome = 0;
 	for (uint64_t i = 0; home && i < k; i++)
 		if (may_go_home(j, j->pend_list[i])) {
@@ -221,7 +234,11 @@ int jn_seal(struct journal *j, const struct jtx *t)
 				i++;
 				continue;
 			}
-			uint64_t b = j->pend_list[i], r = t ? 1 : home_run(j, home, i, k);
+			uint64_t b = j->pend_list[i], r = written_behind(j, b) ? 0 : t ? 1 : home_run(j, home, i, k);
+			if (!r) {
+				i++;
+				continue;
+			}
 			err = media_disk_write(j->m, b << KURA_BLOCK_SHIFT, jn_seal_view(j, t, b), r * KURA_BLOCK);
 			i += r;
 		}
@@ -261,8 +278,11 @@ int jn_seal(struct journal *j, const struct jtx *t)
 	jn_mark_sealed(j);
 	/* Sealed.  A holder dying while this clears leaves masks that the next
 	 * seal records again as they are then, which is harmless. */
-	for (uint64_t i = 0; i < k; i++)
-		j->pend_mask[j->pend_list[i]] = 0;
+	for (uint64_t i = 0; i < k; i++) {
+		uint64_t b = j->pend_list[i];
+		j->pend_mask[b] = 0;
+		j->behind[b / 64] &= ~(1ull << (b % 64));
+	}
 	c->pend_est = 0;
 	__atomic_store_n(&c->pend_n, 0, __ATOMIC_RELEASE);
 	return 0;
@@ -276,6 +296,53 @@ void jn_mark_sealed(struct journal *j)
 		if (j->pend_list[i] < j->nblocks)
 			set_bits(j->journaled, j->pend_list[i] << KURA_BLOCK_SHIFT, KURA_BLOCK);
 	__atomic_store_n(&j->ctl->marking, 0, __ATOMIC_RELEASE);
+}
+
+/* Write-behind.  A block that may go home holds bytes no state a crash can
+ * show links in, until the record of the seal that writes it there: it
+ * may reach its home at any time before that.  Left to the seal, a large
+ * pending set (a program writing a gigabyte without fsync) meant a seal
+ * writing all of it while every operation waited; written behind, the
+ * kernel takes it to the disk meanwhile and the seal only syncs.  A block
+ * changed after it was written behind loses its mark in pend_range and
+ * goes home again at the seal; a map may change a block without telling
+ * kura, so blocks a map shows are left to the seal. */
+void journal_write_behind(struct journal *j)
+{
+	struct jctl *c = j->ctl;
+	if (j->sync_each_op)
+		return;
+	uint64_t n = __atomic_load_n(&c->pend_n, __ATOMIC_ACQUIRE), from = c->behind_n;
+	if (n > j->pend_max)
+		n = j->pend_max; /* shared memory a dead holder left: bounded */
+	if (from > n)
+		from = 0;
+	if (n - from < j->behind_step)
+		return;
+	uint64_t lo = UINT64_MAX, hi = 0;
+	for (uint64_t i = from; i < n;) {
+		uint64_t b = j->pend_list[i], r = 0;
+		/* The list holds blocks as they joined: a file written in order
+		 * lists its blocks in order, and a run is one write. */
+		while (i + r < n && j->pend_list[i + r] == b + r && b + r < j->nblocks && j->pend_mask[b + r] &&
+		       !bit(j->behind, b + r) && !bit(j->map_stores, b + r) && may_go_home(j, b + r))
+			r++;
+		if (!r) {
+			i++;
+			continue;
+		}
+		if (media_disk_write(j->m, b << KURA_BLOCK_SHIFT, media_ptr(j->m, b << KURA_BLOCK_SHIFT), r * KURA_BLOCK))
+			return; /* remembered in io_err; the seal tries again */
+		for (uint64_t x = b; x < b + r; x++)
+			j->behind[x / 64] |= 1ull << (x % 64);
+		c->written_behind += r;
+		lo = b < lo ? b : lo;
+		hi = b + r > hi ? b + r : hi;
+		i += r;
+	}
+	c->behind_n = n;
+	if (hi)
+		media_disk_start(j->m, lo << KURA_BLOCK_SHIFT, (hi - lo) << KURA_BLOCK_SHIFT);
 }
 
 void journal_forget_contents(struct journal *j, uint64_t block)

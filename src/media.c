@@ -292,6 +292,11 @@ int media_disk_write_sync(struct media *m, uint64_t off, const void *src, size_t
 	return write_all(m, m->dio_fd, off, src, len);
 }
 
+void media_disk_start(struct media *m, uint64_t off, uint64_t len)
+{
+	(void)sync_file_range(m->disk_fd, (off_t)off, (off_t)len, SYNC_FILE_RANGE_WRITE); /* a hint; failures are the sync's to report */
+}
+
 int media_disk_sync(struct media *m)
 {
 	/* FAULT_DROP_SYNC: an injected bug (crash tests only) */

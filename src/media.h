@@ -205,6 +205,10 @@ int media_map_copy(struct media *m, int fd, uint64_t map_size, uint64_t pool_siz
  * and a failure is remembered in io_err as a failed msync is. */
 int media_disk_write(struct media *m, uint64_t off, const void *src, size_t len);
 int media_disk_sync(struct media *m);
+/* Asks the kernel to start writing [off, off + len) of the pool file to
+ * the disk now rather than when its dirty pages age.  A hint: nothing is
+ * durable before media_disk_sync, so the crash explorer need not see it. */
+void media_disk_start(struct media *m, uint64_t off, uint64_t len);
 /* A write durable when it returns: one O_DIRECT|O_DSYNC write where there
  * is direct I/O (then off, len and src must be 512-byte aligned), else
  * media_disk_write and media_disk_sync. */

@@ -48,6 +48,7 @@ static const char *fault_name[FAULT_COUNT] = {
 	[FAULT_GROUP_SPLIT_COMMIT] = "an atomic group commits in two transactions",
 	[FAULT_MIXED_UNSEALED] = "an op-mode commit ahead of fsync-mode changes left pending",
 	[FAULT_UNWRITTEN_EARLY] = "an unwritten block's bit cleared before its data",
+	[FAULT_BEHIND_STALE] = "a block written behind, changed, and left out of the seal",
 };
 
 enum { PMEM, FILE_OP, FILE_FSYNC, FILE_MIXED, NMODELS };
@@ -71,7 +72,8 @@ static int applies(int fault, int model)
 	case FAULT_CHECKPOINT_EARLY:
 	case FAULT_MAP_UNRECORDED:
 	case FAULT_MAP_HOME_UNRECORDED: return model != PMEM;
-	case FAULT_SEAL_HOME_EARLY: return model == FILE_FSYNC;
+	case FAULT_SEAL_HOME_EARLY:
+	case FAULT_BEHIND_STALE: return model == FILE_FSYNC;
 	/* In fsync mode the disk sees a state only as a sync seals it: a
 	 * group's commit in two transactions, or a bit cleared before the
 	 * data it vouches for, is sealed whole by the sync after it. */
@@ -89,6 +91,7 @@ int main(void)
 	struct ex xs[NMODELS];
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	kura_journal_cap = 12 * 1024; /* checkpoints in short workloads, as crash_test */
+	kura_write_behind_step = 1;   /* and writes behind at every commit */
 	for (int mo = 0; mo < NMODELS; mo++) {
 		cfg.file = mo != PMEM;
 		cfg.fsync_mode = mo == FILE_FSYNC || mo == FILE_MIXED;

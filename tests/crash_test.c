@@ -90,6 +90,10 @@ int main(int argc, char **argv)
 	 * go home without one: a smaller journal fills as fast. */
 	if (cfg.file)
 		kura_journal_cap = 12 * 1024;
+	/* And in fsync mode every commit writes its pending blocks behind, so
+	 * that crashes land between those writes and the seals that count on
+	 * them. */
+	kura_write_behind_step = 1;
 	if (full) {
 		cfg.point_budget = 160;
 		cfg.exh_bound = 256;

@@ -25,15 +25,17 @@
 #include "journal.h"
 
 static char pool[64];
-static unsigned long syncs, writes;
+static unsigned long syncs, writes, written;
 
 static void count(void *ctx, enum media_event ev, uint64_t off, const void *data, uint64_t len)
 {
 	(void)ctx, (void)off, (void)data, (void)len;
 	if (ev == MEDIA_DISK_SYNC)
 		__atomic_add_fetch(&syncs, 1, __ATOMIC_RELAXED);
-	if (ev == MEDIA_DISK_WRITE)
+	if (ev == MEDIA_DISK_WRITE) {
 		__atomic_add_fetch(&writes, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(&written, len, __ATOMIC_RELAXED);
+	}
 }
 
 static kura_fs *mount_mode(enum kura_sync mode)
@@ -147,6 +149,15 @@ static void remove_copy(void)
 	close(fd);
 }
 
+/* A child that ends itself by SIGKILL once all went as planned, and
+ * exits with a code saying what did not otherwise. */
+static void await_kill(pid_t pid, const char *plan)
+{
+	int st = 0;
+	waitpid(pid, &st, 0);
+	CHECK(WIFSIGNALED(st), "%s: the child died by SIGKILL (exit %d)", plan, WIFEXITED(st) ? WEXITSTATUS(st) : 0);
+}
+
 /* A child writes in the given mode, fsyncs the first file only, then dies;
  * with lose_copy the machine "crashes" too: the copy is removed. */
 static void crash_child(enum kura_sync mode, int lose_copy, const char *tag)
@@ -169,9 +180,7 @@ static void crash_child(enum kura_sync mode, int lose_copy, const char *tag)
 			remove_copy();
 		kill(getpid(), SIGKILL);
 	}
-	int st = 0;
-	waitpid(pid, &st, 0);
-	CHECK(WIFSIGNALED(st), "%s: the child died by SIGKILL", tag);
+	await_kill(pid, tag);
 }
 
 static int exists(kura_fs *fs, const char *tag, const char *what)
@@ -214,6 +223,26 @@ static void test_killed_and_crashed(void)
 	CHECK(!exists(fs, "fs", "later"), "fsync mode: nothing synced the later file");
 	kura_unmount(fs);
 	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean after the crashes");
+}
+
+/* After a child's crash: path holds data, unsynced (when given) is gone,
+ * and the pool is clean.  path is removed after. */
+static void reads_back_after_crash(const char *path, const char *data, size_t len, const char *unsynced)
+{
+	kura_fs *fs = mount_mode(KURA_SYNC_OP);
+	if (!fs)
+		return;
+	char *back = malloc(len);
+	int fd = kura_open(fs, path, O_RDONLY, 0);
+	CHECK(back && fd >= 0 && kura_pread(fs, fd, back, len, 0) == (ssize_t)len && !memcmp(back, data, len),
+	      "after the crash %s reads back as it was at the fsync", path);
+	free(back);
+	struct stat sb;
+	CHECK(!unsynced || kura_stat(fs, unsynced, &sb) == -ENOENT, "nothing synced %s", unsynced);
+	kura_close(fs, fd);
+	kura_unlink(fs, path);
+	kura_unmount(fs);
+	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean after the crash");
 }
 
 /* Two processes of one pool in different modes (here two mounts of one
@@ -391,25 +420,50 @@ static void test_seal_writes_home(void)
 		remove_copy();
 		kill(getpid(), SIGKILL);
 	}
-	int st = 0;
-	waitpid(pid, &st, 0);
-	CHECK(WIFSIGNALED(st), "the seal went as planned (child exit %d: 13 two flushes, 14 blocks home, 15 "
-	      "record small)", WIFEXITED(st) ? WEXITSTATUS(st) : 0);
+	await_kill(pid, "the seal went as planned (13 two flushes, 14 blocks home, 15 record small)");
 	for (int i = 0; i < BLOCKS; i += 3)
 		memset(data + i * 4096, 'r', 4096);
-	kura_fs *fs = mount_mode(KURA_SYNC_OP);
-	if (!fs)
-		return;
-	static char back[sizeof data];
-	int fd = kura_open(fs, "/home-data", O_RDONLY, 0);
-	CHECK(fd >= 0 && kura_pread(fs, fd, back, sizeof back, 0) == (ssize_t)sizeof back &&
-		      !memcmp(back, data, sizeof data),
-	      "after the crash the blocks written home read back, rewrites included");
-	struct stat sb;
-	CHECK(kura_stat(fs, "/home-later", &sb) == -ENOENT, "nothing synced the later file");
-	kura_close(fs, fd);
-	kura_unmount(fs);
-	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean after the crash");
+	reads_back_after_crash("/home-data", data, sizeof data, "/home-later");
+}
+
+/* fsync mode: a large pending set is written home behind as it grows, and
+ * the seal writes again only what was not, or what changed since: here
+ * every fifth block, rewritten in place after it went.  A crash after the
+ * fsync shows the rewrites, not the bytes written behind. */
+static void test_write_behind(void)
+{
+	enum { BLOCKS = 2000, CHUNK = 64 };
+	static char data[BLOCKS * 4096];
+	for (size_t i = 0; i < sizeof data; i++)
+		data[i] = (char)(i * 7 + i / 4096);
+	pid_t pid = fork();
+	if (pid == 0) {
+		kura_fs *fs = mount_mode(KURA_SYNC_FSYNC);
+		int fd = fs ? kura_open(fs, "/behind-data", O_CREAT | O_RDWR, 0644) : -1;
+		for (int i = 0; fd >= 0 && i < BLOCKS; i += CHUNK) {
+			size_t len = (BLOCKS - i < CHUNK ? BLOCKS - i : CHUNK) * 4096;
+			if (kura_pwrite(fs, fd, data + (size_t)i * 4096, len, (off_t)i * 4096) != (ssize_t)len)
+				_exit(10);
+		}
+		if (fd < 0 || fs->j.ctl->written_behind < BLOCKS / 2)
+			_exit(11);
+		for (int i = 0; i < BLOCKS; i += 5) {
+			memset(data + (size_t)i * 4096, 'w', 4096);
+			if (kura_pwrite(fs, fd, data + (size_t)i * 4096, 4096, (off_t)i * 4096) != 4096)
+				_exit(12);
+		}
+		written = 0;
+		if (kura_fsync(fs, fd))
+			_exit(13);
+		if (written > BLOCKS / 2 * 4096ul)
+			_exit(14);
+		remove_copy();
+		kill(getpid(), SIGKILL);
+	}
+	await_kill(pid, "write-behind went as planned (11 too few blocks written behind, 14 the seal wrote them again)");
+	for (int i = 0; i < BLOCKS; i += 5)
+		memset(data + (size_t)i * 4096, 'w', 4096);
+	reads_back_after_crash("/behind-data", data, sizeof data, NULL);
 }
 
 /* fsync mode: changes that waited longer than the commit interval are made
@@ -490,6 +544,7 @@ int main(void)
 	test_full_journal();
 	test_long_replay();
 	test_seal_writes_home();
+	test_write_behind();
 	test_commit_interval();
 	test_map_stores_at_unmount(KURA_SYNC_OP);
 	test_map_stores_at_unmount(KURA_SYNC_FSYNC);
