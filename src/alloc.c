@@ -128,6 +128,14 @@ uint64_t alloc_block(struct kura_fs *fs, int zero)
 	return b;
 }
 
+uint64_t alloc_cheap_block(struct kura_fs *fs, int zero)
+{
+	if (fs->tx.err || !tx_has_cheap_blocks(&fs->tx) || !fs_state(fs)->free_blocks)
+		return 0;
+	uint64_t b = reuse_recent(fs, zero);
+	return b || fs->tx.err ? b : next_fit(fs, zero, 1, 4096);
+}
+
 uint64_t alloc_block_at(struct kura_fs *fs, int zero, uint64_t goal)
 {
 	if (fs->tx.err || !block_valid(fs, goal) || !fs_state(fs)->free_blocks)

@@ -28,6 +28,10 @@ enum { ALLOC_FILLED = 0, ALLOC_ZEROED = 1, ALLOC_ZEROED_DATA = 2, ALLOC_UNWRITTE
 /* Returns a block filled as `zero` says, or 0 with the transaction
  * failed with -ENOSPC. */
 uint64_t alloc_block(struct kura_fs *fs, int zero);
+/* A block the disk takes once (a disk pool in fsync mode: journal.h's
+ * journal_cheap_word) found without a long search, or 0, with nothing
+ * failed, when there is none near or none counts as cheaper. */
+uint64_t alloc_cheap_block(struct kura_fs *fs, int zero);
 /* Where a block goes decides how many kernel mappings a shared map of its
  * file takes: one per run of the file's blocks that lie side by side in the
  * pool.  So a file's blocks are placed by goal (inode.h's bmap_alloc):
