@@ -49,15 +49,15 @@ static void pend_range(struct journal *j, uint64_t off, uint64_t len, int add, u
 			else if (fresh_lines)
 				*est += (uint64_t)__builtin_popcountll(fresh_lines) * MEDIA_LINE + sizeof(struct kura_jitem);
 		} else {
-			/* Listed before its mask is set: a holder dying in between
-			 * leaves a listed block with no lines, which a seal skips,
-			 * never lines no seal will find. */
 			/* Its home, if written behind, is older now.  Cleared
 			 * here, with the lines, by the commit that changed it:
 			 * until then a holder that dies is rolled back to the
 			 * bytes the home holds. */
 			if (kura_fault != FAULT_BEHIND_STALE) /* an injected bug: crash tests only */
 				j->behind[b / 64] &= ~(1ull << (b % 64));
+			/* Listed before its mask is set: a holder dying in between
+			 * leaves a listed block with no lines, which a seal skips,
+			 * never lines no seal will find. */
 			if (!j->pend_mask[b]) {
 				if (!j->ctl->pend_n)
 					j->ctl->pend_since = now_ns();
