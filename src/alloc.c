@@ -54,7 +54,7 @@ static uint64_t claim(struct kura_fs *fs, uint64_t b, uint64_t bits, int zero)
 static int takeable(struct kura_fs *fs, uint64_t b, uint64_t bits)
 {
 	return !((bits >> (b % 64)) & 1) &&
-	       (!tx_has_cheap_blocks(&fs->tx) || (tx_cheap_word(&fs->tx, b / 64) >> (b % 64) & 1));
+	       (!tx_has_cheap_blocks(&fs->tx) || tx_block_cheap(&fs->tx, b));
 }
 
 #define RECENT_FREE (sizeof ((struct kura_fs *)0)->recent_free / sizeof (uint64_t))

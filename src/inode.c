@@ -340,7 +340,7 @@ ssize_t inode_read(const struct kura_fs *fs, const struct kura_inode *ip, void *
 static uint64_t take_for_unwritten(struct kura_fs *fs, const struct kura_inode *ip, uint64_t fb, uint64_t e, int mapped)
 {
 	uint64_t own = e & ~BMAP_UNWRITTEN, nb = 0;
-	if (!mapped && !(tx_cheap_word(&fs->tx, own / 64) >> (own % 64) & 1))
+	if (!mapped && !tx_block_cheap(&fs->tx, own))
 		nb = alloc_cheap_block(fs, ALLOC_FILLED);
 	return nb || fs->tx.err ? nb : bmap_take_unwritten(fs, ip, fb, e);
 }

@@ -120,6 +120,10 @@ int tx_rewrite_in_place(struct tx *t, uint64_t block);
 /* The blocks of bitmap word w the journal would rather see allocated
  * (journal_cheap_word); all of them without a journal. */
 uint64_t tx_cheap_word(struct tx *t, uint64_t w);
+static inline int tx_block_cheap(struct tx *t, uint64_t block)
+{
+	return tx_cheap_word(t, block / 64) >> (block % 64) & 1;
+}
 /* Whether some blocks are cheaper than others at all (fsync mode). */
 int tx_has_cheap_blocks(const struct tx *t);
 /* journal_forget_contents (fsync mode; nothing otherwise). */

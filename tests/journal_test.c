@@ -226,6 +226,20 @@ static void test_killed_and_crashed(void)
 	CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "fsck clean after the crashes");
 }
 
+/* Blocks of bytes that differ from block to block, as mul makes them. */
+static void fill_blocks(char *data, size_t len, unsigned mul)
+{
+	for (size_t i = 0; i < len; i++)
+		data[i] = (char)(i * mul + i / 4096);
+}
+
+/* A child's mount in fsync mode and path opened in it; -1 if either fails. */
+static int open_in_fsync_mode(kura_fs **fs, const char *path, int flags)
+{
+	*fs = mount_mode(KURA_SYNC_FSYNC);
+	return *fs ? kura_open(*fs, path, flags, 0644) : -1;
+}
+
 /* After a child's crash: path holds data, unsynced (when given) is gone,
  * and the pool is clean.  path is removed after. */
 static void reads_back_after_crash(const char *path, const char *data, size_t len, const char *unsynced)
@@ -392,12 +406,11 @@ static void test_seal_writes_home(void)
 {
 	enum { BLOCKS = 300 };
 	static char data[BLOCKS * 4096];
-	for (size_t i = 0; i < sizeof data; i++)
-		data[i] = (char)(i * 13 + i / 4096);
+	fill_blocks(data, sizeof data, 13);
 	pid_t pid = fork();
 	if (pid == 0) {
-		kura_fs *fs = mount_mode(KURA_SYNC_FSYNC);
-		int fd = fs ? kura_open(fs, "/home-data", O_CREAT | O_RDWR, 0644) : -1;
+		kura_fs *fs;
+		int fd = open_in_fsync_mode(&fs, "/home-data", O_CREAT | O_RDWR);
 		if (fd < 0 || kura_pwrite(fs, fd, data, sizeof data, 0) != (ssize_t)sizeof data)
 			_exit(10);
 		/* Rewrites of blocks the disk has not seen stay where they are. */
@@ -435,12 +448,11 @@ static void test_write_behind(void)
 {
 	enum { BLOCKS = 2000, CHUNK = 64 };
 	static char data[BLOCKS * 4096];
-	for (size_t i = 0; i < sizeof data; i++)
-		data[i] = (char)(i * 7 + i / 4096);
+	fill_blocks(data, sizeof data, 7);
 	pid_t pid = fork();
 	if (pid == 0) {
-		kura_fs *fs = mount_mode(KURA_SYNC_FSYNC);
-		int fd = fs ? kura_open(fs, "/behind-data", O_CREAT | O_RDWR, 0644) : -1;
+		kura_fs *fs;
+		int fd = open_in_fsync_mode(&fs, "/behind-data", O_CREAT | O_RDWR);
 		for (int i = 0; fd >= 0 && i < BLOCKS; i += CHUNK) {
 			size_t len = (BLOCKS - i < CHUNK ? BLOCKS - i : CHUNK) * 4096;
 			if (kura_pwrite(fs, fd, data + (size_t)i * 4096, len, (off_t)i * 4096) != (ssize_t)len)
@@ -475,8 +487,7 @@ static void test_fallocated_goes_home(void)
 {
 	enum { BLOCKS = 256, CHUNK = 16 }; /* writes the journal would take whole, not the large path's */
 	static char data[BLOCKS * 4096];
-	for (size_t i = 0; i < sizeof data; i++)
-		data[i] = (char)(i * 11 + i / 4096);
+	fill_blocks(data, sizeof data, 11);
 	kura_fs *fs = mount_mode(KURA_SYNC_FSYNC);
 	if (!fs)
 		return;
@@ -486,8 +497,7 @@ static void test_fallocated_goes_home(void)
 	kura_unmount(fs); /* the last unmount checkpoints: the blocks were in use then */
 	pid_t pid = fork();
 	if (pid == 0) {
-		fs = mount_mode(KURA_SYNC_FSYNC);
-		fd = fs ? kura_open(fs, "/falloc-data", O_RDWR, 0) : -1;
+		fd = open_in_fsync_mode(&fs, "/falloc-data", O_RDWR);
 		struct statvfs before, after;
 		if (fd < 0 || kura_statvfs(fs, &before))
 			_exit(10);
