@@ -31,14 +31,14 @@
  * record; the journal then carries only metadata, and data are written
  * once instead of twice.  Small seals journal everything: one flush, not
  * two.  So that data go that way, the allocator takes such blocks first
- * and a whole-block overwrite of one stays in place (journal_cheap_word,
- * journal_rewrite_in_place): rewriting a file then keeps to its blocks
- * instead of spreading the pending set over the pool.  Since such a block
- * may go home at any time before its record, a growing pending set is
- * written behind, 2 MiB at a time, by the operations that grow it
- * (journal_write_behind), so that a large seal finds most of its blocks on
- * their way to the disk and only syncs them.  A sync
- * writes the staged records not yet on the disk with one pwrite and makes
+ * (journal_cheap_word), those the last write gave back before others:
+ * rewriting a file, which replaces each block it overwrites whole, then
+ * keeps to as many blocks instead of spreading the pending set over the
+ * pool.  Since such a block may go home at any time before its record, a
+ * growing pending set is written behind, 2 MiB at a time, by the
+ * operations that grow it (journal_write_behind), so that a large seal
+ * finds most of its blocks on their way to the disk and only syncs them.
+ * A sync writes the staged records not yet on the disk with one pwrite and makes
  * them durable with one fdatasync: one flush, shared by every transaction
  * staged meanwhile, whichever thread or process committed it (group
  * commit: committers queue on one robust mutex and the first in writes for
@@ -174,10 +174,6 @@ void journal_leave(struct journal *j);
  * not fit), or in fsync mode adds its lines to the pending set.  0 or
  * -errno; on error nothing is staged. */
 int journal_commit(struct journal *j, const struct jtx *t);
-/* fsync mode: block was allocated since the last checkpoint and no record
- * has carried it, so rewriting it in place (under the copy's undo log)
- * costs the disk nothing, where a fresh block would grow the pending set. */
-int journal_rewrite_in_place(const struct journal *j, uint64_t block);
 /* The blocks of bitmap word w that would be written to the disk once if
  * allocated now (fsync mode: free at the last checkpoint, carried by no
  * record since); all of them in op mode, where every block costs the same. */

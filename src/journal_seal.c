@@ -352,11 +352,6 @@ void journal_forget_contents(struct journal *j, uint64_t block)
 		j->pend_mask[block] = 0;
 }
 
-int journal_rewrite_in_place(const struct journal *j, uint64_t block)
-{
-	return !j->sync_each_op && block < j->nblocks && may_go_home(j, block);
-}
-
 uint64_t journal_cheap_word(const struct journal *j, uint64_t w)
 {
 	return j->sync_each_op || w >= j->map_words ? ~0ull : ~j->home_used[w] & ~j->journaled[w];

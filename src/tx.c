@@ -208,17 +208,6 @@ uint64_t tx_cheap_word(struct tx *t, uint64_t w)
 	return t->j ? journal_cheap_word(t->j, w) : ~0ull;
 }
 
-int tx_rewrite_in_place(struct tx *t, uint64_t block)
-{
-	/* The old bytes go to the undo log first.  Past half of it a fresh
-	 * block is taken instead, which logs nothing: a 16 MiB rewrite in one
-	 * write on a 1 GiB pool ran the log out and failed with ENOSPC, the
-	 * pool nearly empty, and the rest of the transaction needs room too. */
-	uint64_t used = t->tail - (t->log_off + sizeof(struct kura_log_head));
-	return t->j && journal_rewrite_in_place(t->j, block) &&
-	       used + rec_size(KURA_BLOCK) <= (t->log_end - t->log_off) / 2;
-}
-
 uint64_t tx_in_place_room(struct tx *t)
 {
 	/* A journal record must hold what changes in place (the large path

@@ -114,9 +114,6 @@ void tx_note_changed(struct tx *t, uint64_t off, size_t len);
 int tx_is_fresh(struct tx *t, uint64_t block);
 /* About how many bytes one transaction may still change in place. */
 uint64_t tx_in_place_room(struct tx *t);
-/* Whether overwriting block whole is cheaper in place than in a fresh
- * block (the journal's view: journal_rewrite_in_place), room permitting. */
-int tx_rewrite_in_place(struct tx *t, uint64_t block);
 /* The blocks of bitmap word w the journal would rather see allocated
  * (journal_cheap_word); all of them without a journal. */
 uint64_t tx_cheap_word(struct tx *t, uint64_t w);

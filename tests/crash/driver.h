@@ -58,9 +58,12 @@ static const char *const drv_scenarios[] = {
 	"pwrite:foo:5000@3000,mapwrite:foo:6k@1000",
 	"mapwrite:foo:10@100,falloc:foo:0+16k,falloc:foo:punch,mapwrite:foo:6k@1000",
 	"pwrite:foo:2@63,append4k:foo,mapwrite:foo:6k@1000,unlink:G/solo",
-	/* fsync mode: fresh blocks written behind, then rewritten in place
-	 * (they may still go home) before the sync that seals them */
-	"pwrite:foo:8k@8192,pwrite:foo:8k@8192,fsync:foo",
+	/* fsync mode: fresh blocks written behind (they may still go home),
+	 * then changed before the sync that seals them: replaced by a
+	 * whole-block rewrite and taken again by the next one; changed in
+	 * place by a small write */
+	"pwrite:foo:8k@8192,pwrite:foo:8k@8192,pwrite:foo:8k@8192,fsync:foo",
+	"pwrite:foo:4k@4096,pwrite:foo:5000@3000,fsync:foo",
 	/* 10: atomic groups, all or nothing at the commit; an abort and a
 	 * close leave nothing; writes through another description meanwhile */
 	"gbegin:foo,pwrite:foo:5000@3000,ftrunc:foo:100,pwrite:foo:8k@8192,gcommit:foo",
