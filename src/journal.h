@@ -100,6 +100,11 @@ struct jctl {
 	uint64_t behind_n;     /* pending list entries journal_write_behind has passed */
 	uint64_t written_behind; /* blocks it wrote */
 	uint64_t last_batch;   /* records the last flush took (see wait_for_batch) */
+	/* fsync mode's group commit (wait_for_fellow): the thread whose sync
+	 * flushed last, the seals flushed by syncs, and how many the last
+	 * such flush took */
+	uint32_t last_flusher, pad2;
+	uint64_t seals_flushed, last_seals;
 };
 _Static_assert(sizeof(struct jctl) <= KURA_BLOCK, "the control block has one pool block before the dirty map");
 

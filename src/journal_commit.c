@@ -251,6 +251,35 @@ static void wait_for_batch(struct journal *j)
 		spin_turn(spins);
 }
 
+/*
+ * Group commit in fsync mode.  Two processes that each write and fsync
+ * take turns at the flush: the one whose sync finds the flush free writes
+ * its record alone, while the other, just back from the last flush, is
+ * still writing, and then flushes its record alone in turn: 0.77 flushes
+ * a sync, where fio's two jobs wrote 4 KiB at random and fsynced each.
+ * So a sync that is to flush waits for a fellow's seal, briefly
+ * (GROUP_DELAY_NS), when the last sync's flush was another thread's or
+ * took two seals: the flush then takes both records, and the fellow finds
+ * its own durable.  Seals, not threads in a sync, are what it counts: a
+ * fellow whose record the last flush took may still be on its way out of
+ * its sync.  A thread that syncs alone is the last flusher each time, its
+ * flushes take one seal, and it never waits; one that stops syncing costs
+ * the other one wait.  With lock_flush_unless_durable, the same two jobs:
+ * 0.60 flushes a sync, and 11.5k -> 13.0k syncs a second (medians of 4
+ * runs alternated with the old build; one job's rate unchanged).
+ */
+static void wait_for_fellow(struct journal *j, uint32_t me)
+{
+	struct jctl *c = j->ctl;
+	if (__atomic_load_n(&c->staged, __ATOMIC_ACQUIRE) <= c->durable ||
+	    (c->last_flusher == me && c->last_seals < 2))
+		return;
+	uint64_t until = now_ns() + GROUP_DELAY_NS;
+	for (unsigned spins = 0;
+	     __atomic_load_n(&c->seals, __ATOMIC_ACQUIRE) - c->seals_flushed < 2 && now_ns() < until; spins++)
+		spin_turn(spins);
+}
+
 /* With the flush mutex: the staged records not yet durable, one write and
  * one sync for all of them.  Direct I/O writes whole 512-byte sectors: the
  * first one again (its durable bytes unchanged, so a torn write cannot
@@ -382,15 +411,48 @@ static int lock_flush_or_durable(struct journal *j, uint64_t lsn)
 	}
 }
 
+/* fsync mode: 1 with the flush mutex, 0 once lsn is durable, -EDEADLK
+ * when a stopped tracee holds the mutex.  Like a follower in op mode, it
+ * spins through a flush in progress first: asleep on the mutex, a syncer
+ * whose record that flush took woke tens of microseconds after it ended,
+ * and a fellow's flush waited for its next seal as long (wait_for_fellow).
+ * Unlike one, it never returns before lsn is durable. */
+static int lock_flush_unless_durable(struct journal *j, uint64_t lsn)
+{
+	for (;;) {
+		if (durable_past(j, lsn))
+			return 0;
+		uint32_t seq = __atomic_load_n(&j->ctl->flush_seq, __ATOMIC_ACQUIRE);
+		if (took_flush(j, pthread_mutex_trylock(&j->ctl->flush)))
+			return 1;
+		if (!spin_until_flushed(j, seq))
+			return took_flush(j, tracee_safe_lock(&j->ctl->flush)) ? 1 : -EDEADLK;
+	}
+}
+
 int journal_sync(struct journal *j, uint64_t lsn)
 {
 	int err = 0;
 	if (!lsn) {
-		/* fsync, sync: nothing is durable unless this thread flushes,
-		 * and a stopped tracee holding the flush cannot let it. */
-		if (!took_flush(j, tracee_safe_lock(&j->ctl->flush)))
-			return -EDEADLK;
+		/* fsync, sync: everything staged by now must be durable, by
+		 * this thread's flush or by one it saw end, and a stopped
+		 * tracee holding the flush cannot let it. */
+		struct jctl *c = j->ctl;
+		int took = lock_flush_unless_durable(j, __atomic_load_n(&c->staged, __ATOMIC_ACQUIRE) + c->lsn_base);
+		if (took <= 0)
+			return took ? took : j->m->io_err ? -EIO : 0;
+		uint32_t me = (uint32_t)syscall(SYS_gettid);
+		if (!j->sync_each_op)
+			wait_for_fellow(j, me);
+		/* Seals before staged: every seal counted is in the write. */
+		uint64_t seals = __atomic_load_n(&c->seals, __ATOMIC_ACQUIRE);
+		int flushes = __atomic_load_n(&c->staged, __ATOMIC_ACQUIRE) > c->durable;
 		err = jn_write_pending(j);
+		if (flushes && !err) {
+			c->last_seals = seals - c->seals_flushed;
+			c->seals_flushed = seals;
+			c->last_flusher = me;
+		}
 		jn_unlock_flush(j);
 	} else if (lock_flush_or_durable(j, lsn)) {
 		if (!durable_past(j, lsn))

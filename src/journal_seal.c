@@ -274,7 +274,7 @@ int jn_seal(struct journal *j, const struct jtx *t)
 	c->marking_from = pos;
 	__atomic_store_n(&c->marking, 1, __ATOMIC_RELEASE);
 	__atomic_store_n(&c->staged, at - j->rec_off, __ATOMIC_RELEASE);
-	c->seals++;
+	__atomic_store_n(&c->seals, c->seals + 1, __ATOMIC_RELEASE); /* after staged: wait_for_fellow */
 	jn_mark_sealed(j);
 	/* Sealed.  A holder dying while this clears leaves masks that the next
 	 * seal records again as they are then, which is harmless. */
