@@ -38,11 +38,12 @@
  * growing pending set is written behind, 2 MiB at a time, by the
  * operations that grow it (journal_write_behind), so that a large seal
  * finds most of its blocks on their way to the disk and only syncs them.
- * A sync writes the staged records not yet on the disk with one pwrite and makes
- * them durable with one fdatasync: one flush, shared by every transaction
- * staged meanwhile, whichever thread or process committed it (group
- * commit: committers queue on one robust mutex and the first in writes for
- * all).  The pool file's other blocks are written only by a checkpoint,
+ * A sync writes the staged records not yet on the disk with one pwrite and
+ * makes them durable with one fdatasync: one flush, shared by every
+ * transaction staged meanwhile, whichever thread or process committed it
+ * (group commit: committers queue on one robust mutex and the first in
+ * writes for all; see journal_commit.c for how a flush waits for more).
+ * The pool file's other blocks are written only by a checkpoint,
  * when the journal is full or the last mount ends: the copy's dirty blocks
  * go to their homes, are synced, and a new journal head (epoch + 1) retires
  * the records.  After a crash of the machine the copy is gone; the first
