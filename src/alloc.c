@@ -101,6 +101,16 @@ static uint64_t next_fit(struct kura_fs *fs, int zero, int cheap, uint64_t limit
 	return 0;
 }
 
+/* A block freed lately, else, where some blocks are cheaper (a disk pool
+ * in fsync mode writes a block that was free at its last checkpoint once,
+ * any other through the journal too: journal.h), a cheap one searched a
+ * bounded stretch ahead; 0 with nothing failed when neither is found. */
+static uint64_t near_block(struct kura_fs *fs, int zero)
+{
+	uint64_t b = reuse_recent(fs, zero);
+	return b || fs->tx.err || !tx_has_cheap_blocks(&fs->tx) ? b : next_fit(fs, zero, 1, 4096);
+}
+
 /* Recently freed blocks first, then next-fit from a per-process hint; both
  * are only guesses, the bitmap decides.  Words are scanned whole so a full
  * region costs 1/64 per block. */
@@ -113,14 +123,7 @@ uint64_t alloc_block(struct kura_fs *fs, int zero)
 		tx_fail(t, -ENOSPC);
 		return 0;
 	}
-	uint64_t b = reuse_recent(fs, zero);
-	if (b || t->err)
-		return b;
-	/* A disk pool in fsync mode writes a block that was free at its last
-	 * checkpoint once, any other through the journal too (journal.h):
-	 * such blocks first, searched a bounded stretch ahead. */
-	if (tx_has_cheap_blocks(t))
-		b = next_fit(fs, zero, 1, 4096);
+	uint64_t b = near_block(fs, zero);
 	if (!b && !t->err)
 		b = next_fit(fs, zero, 0, UINT64_MAX);
 	if (!b && !t->err)
@@ -132,8 +135,7 @@ uint64_t alloc_cheap_block(struct kura_fs *fs, int zero)
 {
 	if (fs->tx.err || !tx_has_cheap_blocks(&fs->tx) || !fs_state(fs)->free_blocks)
 		return 0;
-	uint64_t b = reuse_recent(fs, zero);
-	return b || fs->tx.err ? b : next_fit(fs, zero, 1, 4096);
+	return near_block(fs, zero);
 }
 
 uint64_t alloc_block_at(struct kura_fs *fs, int zero, uint64_t goal)

@@ -239,16 +239,20 @@ static void spin_turn(unsigned turn)
 		__builtin_ia32_pause();
 }
 
+/* Until *count has gone want past since, or GROUP_DELAY_NS. */
+static void wait_for_count(const uint64_t *count, uint64_t since, uint64_t want)
+{
+	uint64_t until = now_ns() + GROUP_DELAY_NS;
+	for (unsigned spins = 0; __atomic_load_n(count, __ATOMIC_ACQUIRE) - since < want && now_ns() < until; spins++)
+		spin_turn(spins);
+}
+
 static void wait_for_batch(struct journal *j)
 {
 	struct jctl *c = j->ctl;
 	uint64_t want = __atomic_load_n(&c->last_batch, __ATOMIC_ACQUIRE);
-	if (want < 2)
-		return;
-	uint64_t until = now_ns() + GROUP_DELAY_NS;
-	for (unsigned spins = 0;
-	     __atomic_load_n(&c->published, __ATOMIC_ACQUIRE) - c->flushed < want && now_ns() < until; spins++)
-		spin_turn(spins);
+	if (want >= 2)
+		wait_for_count(&c->published, c->flushed, want);
 }
 
 /*
@@ -273,13 +277,9 @@ static void wait_for_batch(struct journal *j)
 static void wait_for_fellow(struct journal *j, uint32_t me)
 {
 	struct jctl *c = j->ctl;
-	if (__atomic_load_n(&c->staged, __ATOMIC_ACQUIRE) <= c->durable ||
-	    (c->last_flusher == me && c->last_seals < 2))
-		return;
-	uint64_t until = now_ns() + GROUP_DELAY_NS;
-	for (unsigned spins = 0;
-	     __atomic_load_n(&c->seals, __ATOMIC_ACQUIRE) - c->seals_flushed < 2 && now_ns() < until; spins++)
-		spin_turn(spins);
+	if (__atomic_load_n(&c->staged, __ATOMIC_ACQUIRE) > c->durable &&
+	    (c->last_flusher != me || c->last_seals >= 2))
+		wait_for_count(&c->seals, c->seals_flushed, 2);
 }
 
 /* With the flush mutex: the staged records not yet durable, one write and
