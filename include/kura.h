@@ -112,13 +112,21 @@ int kura_set_host_prefix(kura_fs *fs, const char *prefix);
  * (if err is non-NULL) and a one-line human-readable reason, naming the pool
  * path and what is wrong, retrievable with kura_last_error(). */
 kura_fs *kura_mount(const char *pool_path, const struct kura_mount_opts *opts, int *err);
+/* What a mount checks first, without mounting: the pool opens for reading,
+ * its superblock is sound and its format one this kura reads.  0, or -errno
+ * with kura_last_error() saying why.  A mount checks more (the log, the
+ * root directory); a read-only one beside a mount of a disk pool also
+ * replays all the journal that mount has not yet written home, which this
+ * spares a caller that only wants a clear error early. */
+int kura_probe(const char *pool_path);
 /* Unmount (and free fs, whatever the result).  0, or -errno when what this
  * mount changed may not all be on the disk: a sync of the pool file failed,
  * or, for the last mount of a disk pool, writing everything home did (the
  * working copy in /dev/shm then keeps it for the next mount). */
 int kura_unmount(kura_fs *fs);
 
-/* The reason the last kura_mount()/kura_mkfs() of this thread failed. */
+/* The reason the last kura_mount()/kura_probe()/kura_mkfs() of this thread
+ * failed. */
 const char *kura_last_error(void);
 
 /* The default pool: $XDG_DATA_HOME/kura/default.pool or

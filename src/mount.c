@@ -121,6 +121,50 @@ static int upgrade_format(struct kura_fs *fs)
 	return fs_end(fs, 0);
 }
 
+/* The superblock of an opened pool (st: its fstat), checked; on failure
+ * the reason is set, naming the path. */
+static int read_super(const char *path, int fd, const struct stat *st, int upgrade, struct kura_super *sb,
+		      int *used_copy)
+{
+	char why[300];
+	if (S_ISDIR(st->st_mode)) {
+		set_error("%s: is a directory, not a pool", path);
+		return -EISDIR;
+	}
+	uint64_t size = (uint64_t)st->st_size;
+	if (S_ISCHR(st->st_mode)) {
+		/* device-DAX has no st_size: trust the superblock, then check it. */
+		struct kura_super probe;
+		if (pread(fd, &probe, sizeof probe, 0) == sizeof probe && probe.magic == KURA_MAGIC)
+			size = probe.pool_size;
+	}
+	int err = super_load(fd, size, upgrade, sb, used_copy, why, sizeof why);
+	if (err)
+		set_error("%s: %s", path, why);
+	return err;
+}
+
+int kura_probe(const char *path)
+{
+	clear_error();
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK), err = 0, used_copy = 0;
+	struct kura_super *sb = malloc(sizeof *sb);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st)) {
+		err = -errno;
+		set_error("%s: cannot open pool: %s", path, strerror(-err));
+	} else if (!sb) {
+		err = -ENOMEM;
+		set_error("%s: out of memory", path);
+	} else {
+		err = read_super(path, fd, &st, 0, sb, &used_copy);
+	}
+	if (fd >= 0)
+		close(fd);
+	free(sb);
+	return err;
+}
+
 struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, int reclaim, int *errp)
 {
 	struct kura_mount_opts defaults = { 0 };
@@ -171,24 +215,9 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 		set_error("%s: cannot lock the pool file: %s", path, strerror(-err));
 		goto fail;
 	}
-	if (S_ISDIR(st.st_mode)) {
-		err = -EISDIR;
-		set_error("%s: is a directory, not a pool", path);
-		goto fail;
-	}
 	int used_copy = 0;
-	uint64_t size = (uint64_t)st.st_size;
-	if (S_ISCHR(st.st_mode)) {
-		/* device-DAX has no st_size: trust the superblock, then check it. */
-		struct kura_super probe;
-		if (pread(fs->pool_fd, &probe, sizeof probe, 0) == sizeof probe && probe.magic == KURA_MAGIC)
-			size = probe.pool_size;
-	}
-	err = super_load(fs->pool_fd, size, opts->upgrade && !opts->read_only, sb, &used_copy, why, sizeof why);
-	if (err) {
-		set_error("%s: %s", path, why);
+	if ((err = read_super(path, fs->pool_fd, &st, opts->upgrade && !opts->read_only, sb, &used_copy)))
 		goto fail;
-	}
 	fs->sb = sb;
 	fs->nblocks = sb->nblocks;
 	fs->first_data_block = sb->first_data_block;

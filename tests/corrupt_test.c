@@ -119,6 +119,15 @@ static void refused(const char *keyword)
 	      keyword);
 }
 
+/* kura_probe checks the superblock as a mount does, and says the same. */
+static void probe_refused(const char *keyword)
+{
+	int err = kura_probe(pool);
+	const char *why = kura_last_error();
+	CHECK(err < 0 && strstr(why, pool) && strstr(why, keyword), "probe: err %d, message \"%s\" lacks \"%s\"", err,
+	      why, keyword);
+}
+
 struct lines {
 	char text[8192];
 };
@@ -191,12 +200,15 @@ static void super_field(size_t off, uint64_t value, size_t width, int both, cons
 	if (both) {
 		put(&s, sizeof s, KURA_BLOCK);
 		refused(keyword);
+		probe_refused(keyword);
 		fsck_reports(keyword);
 	} else {
 		/* The copy takes over: the pool mounts and is clean. */
 		int err;
 		kura_fs *fs = kura_mount(pool, NULL, &err);
 		CHECK(fs, "primary %s damaged, copy intact: mount failed: %s", keyword, kura_last_error());
+		CHECK(kura_probe(pool) == 0, "primary %s damaged, copy intact: probe failed: %s", keyword,
+		      kura_last_error());
 		if (fs)
 			kura_unmount(fs);
 		CHECK(kura_fsck(pool, 0, NULL, NULL) == 0, "primary %s damaged: fsck not clean", keyword);
@@ -227,11 +239,13 @@ static void run_case(int n)
 		put("\xff", 1, 200);
 		put("\xff", 1, KURA_BLOCK + 200);
 		refused("checksum");
+		probe_refused("checksum");
 		break;
 	case 15: { /* truncated by one block */
 		if (truncate(pool, KURA_MIN_POOL_SIZE - KURA_BLOCK))
 			exit(2);
 		refused("truncated");
+		probe_refused("truncated");
 		fsck_reports("truncated");
 		break;
 	}
@@ -390,6 +404,11 @@ int main(void)
 {
 	snprintf(pool, sizeof pool, "%s/corrupt-%d.pool", access("/dev/shm", W_OK) ? "." : "/dev/shm", (int)getpid());
 	int bad = 0, n;
+	CHECK(kura_probe("/nonexistent/kura.pool") == -ENOENT && strstr(kura_last_error(), "/nonexistent/kura.pool"),
+	      "probe of a missing pool: %s", kura_last_error());
+	CHECK(kura_probe("/") == -EISDIR, "probe of a directory: %s", kura_last_error());
+	bad += failed;
+	failed = 0; /* the cases run in children, which count their own */
 	for (n = 0;; n++) {
 		build();
 		pid_t pid = fork();

@@ -75,6 +75,62 @@ def test_a_pool_one_may_only_read_mounts_read_only(scratch):
     assert ok("cat", f"{p}:/t/f").stdout == b"readable\n"
 
 
+def test_run_beside_a_holder_still_refuses_a_user_who_cannot_open_the_pool(scratch):
+    """Beside a process that has the pool mounted, `kura run` skips the
+    read-only mount it makes to check a pool (tools/cli_run.c), yet a user
+    who may not open the pool still gets the reason, naming the pool, and
+    the command is not run; the owner's command sees what the holder wrote
+    and has not written home."""
+    if not IS_ROOT:
+        pytest.skip("needs root to act as a second user")
+    if not _others_can_run(KURA_BIN):
+        pytest.skip("the checkout is not searchable by other users")
+    p = pool_with_file(scratch, "held", "old\n")
+    os.chmod(scratch, 0o755)
+    prefix = f"/kura-held-{os.getpid()}"
+    holder = subprocess.Popen(
+        [KURA_BIN, "run", "--pool", str(p), "--mount", prefix, "--", "sh", "-c",
+         f"echo new > {prefix}/t/f && echo held && read _"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        r = subprocess.run([KURA_BIN, "run", "--pool", str(p), "--mount", prefix, "--", "echo", "ran"],
+                           capture_output=True, text=True, timeout=60,
+                           preexec_fn=lambda: (os.setgroups([]), os.setgid(65534), os.setuid(65534)))
+        assert r.returncode != 0 and "ran" not in r.stdout, (r.stdout, r.stderr)
+        assert str(p) in r.stderr and "Permission denied" in r.stderr, r.stderr
+        r = subprocess.run([KURA_BIN, "run", "--pool", str(p), "--mount", prefix, "--", "cat", f"{prefix}/t/f"],
+                           capture_output=True, text=True, timeout=60)
+        assert (r.returncode, r.stdout) == (0, "new\n"), r.stderr
+        holder.communicate("\n", timeout=60)
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+    assert holder.returncode == 0
+    assert ok("cat", f"{p}:/t/f").stdout == b"new\n"
+
+
+def test_run_refuses_a_file_someone_holds_a_lock_on_that_is_no_pool(scratch):
+    """A mount's lock on byte 0 is how `kura run` tells a pool in use, and
+    then it only reads the superblock (kura_probe); any program may lock
+    byte 0 of its own file, so that check must still refuse a non-pool."""
+    f = scratch / "not-a-pool"
+    f.write_bytes(b"just some data\n" * 100_000)
+    locker = subprocess.Popen(
+        ["python3", "-c", f"import fcntl, sys\nf = open('{f}')\nfcntl.lockf(f, fcntl.LOCK_SH, 1, 0)\n"
+         "print('locked', flush=True)\nsys.stdin.readline()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert locker.stdout.readline() == "locked\n"
+        r = run("run", "--pool", f, "--mount", f"/kura-nopool-{os.getpid()}", "--", "echo", "ran")
+        assert r.returncode != 0 and b"ran" not in r.stdout, (r.stdout, r.stderr)
+        assert str(f) in err_text(r) and "not a kura pool" in err_text(r), err_text(r)
+        locker.communicate("\n", timeout=60)
+    finally:
+        if locker.poll() is None:
+            locker.kill()
+
+
 def _shm_left(pool):
     st = os.stat(pool)
     tail = f"{st.st_dev:x}-{st.st_ino:x}"

@@ -65,6 +65,9 @@ kura_fs *cli_mount(const char *pool, int read_only);
  * objects there, unless a process has the pool mounted; returns how many
  * objects are left (or -errno). */
 int cli_tidy_pool(const char *pool);
+/* Whether a process has the pool mounted (a guess that may be stale as soon
+ * as it returns; never a reason to skip a check, only to choose one). */
+int cli_pool_mounted_elsewhere(const char *pool);
 /* Join a directory and a name inside the pool ("/" + "a" -> "/a"). */
 char *cli_join(const char *dir, const char *name);
 

@@ -216,11 +216,11 @@ static void sweep_loader_dirs(void)
 		closedir(d);
 }
 
-/* Whether a process has the pool mounted: each mount holds a read lock on
- * its first byte (src/mount.c).  Then that mount, or the `kura run` it
- * runs under, tidies when it leaves; a mount here to find that out cost
- * about a millisecond at the end of every `kura run` beside a holder. */
-static int pool_mounted_elsewhere(const char *pool)
+/* Each mount holds a read lock on the pool's first byte (src/mount.c).
+ * When one does, that mount, or the `kura run` it runs under, tidies when
+ * it leaves; a mount here to find that out cost about a millisecond at the
+ * end of every `kura run` beside a holder. */
+int cli_pool_mounted_elsewhere(const char *pool)
 {
 	int fd = open(pool, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
@@ -238,7 +238,7 @@ int cli_tidy_pool(const char *pool)
 	sweep_loader_dirs();
 	if (stat(pool, &st) < 0)
 		return -errno;
-	if ((shm_exists("copy-", &st) || shm_exists("", &st)) && !pool_mounted_elsewhere(pool)) {
+	if ((shm_exists("copy-", &st) || shm_exists("", &st)) && !cli_pool_mounted_elsewhere(pool)) {
 		struct kura_mount_opts o = { .persist = KURA_PERSIST_AUTO };
 		int err = 0;
 		kura_fs *fs = kura_mount(pool, &o, &err);
