@@ -127,9 +127,10 @@ static int read_super(const char *path, int fd, const struct stat *st, int upgra
 		      int *used_copy)
 {
 	char why[300];
-	if (S_ISDIR(st->st_mode)) {
-		set_error("%s: is a directory, not a pool", path);
-		return -EISDIR;
+	const char *unfit = super_unfit_file(st->st_mode);
+	if (unfit) {
+		set_error("%s: is %s, not a pool", path, unfit);
+		return S_ISDIR(st->st_mode) ? -EISDIR : -EINVAL;
 	}
 	uint64_t size = (uint64_t)st->st_size;
 	if (S_ISCHR(st->st_mode)) {
@@ -190,7 +191,9 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 		set_error("%s: host prefix '%s': %s", path, opts->host_prefix, strerror(-err));
 		goto fail;
 	}
-	fs->pool_fd = open(path, (opts->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO given as the pool must be refused, not waited on
+	 * for a writer (it changes nothing for a file or a DAX device). */
+	fs->pool_fd = open(path, (opts->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NONBLOCK);
 	if (fs->pool_fd < 0) {
 		err = -errno;
 		set_error("%s: cannot open pool: %s", path, strerror(-err));

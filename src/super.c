@@ -211,6 +211,20 @@ static void holders(const char *path, char *out, size_t cap)
 		closedir(proc);
 }
 
+const char *super_unfit_file(mode_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+	case S_IFCHR:
+		return NULL;
+	case S_IFDIR: return "a directory";
+	case S_IFIFO: return "a FIFO";
+	case S_IFSOCK: return "a socket";
+	case S_IFBLK: return "a block device (pools live in files on it, or on device-DAX)";
+	default: return "not a regular file";
+	}
+}
+
 int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode)
 {
 	last_error[0] = 0;
@@ -237,6 +251,12 @@ int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode)
 	if (fstat(fd, &st)) {
 		err = -errno;
 		set_error("%s: %s", path, strerror(-err));
+		goto out;
+	}
+	const char *unfit = super_unfit_file(st.st_mode);
+	if (unfit) {
+		set_error("%s: is %s, where a pool cannot be made", path, unfit);
+		err = -EINVAL;
 		goto out;
 	}
 	if (S_ISREG(st.st_mode) && st.st_size > 0 && !force) {

@@ -13,6 +13,9 @@
  * `size`), falling back to the copy.  On failure returns -errno and writes a
  * reason into why.  *used_copy is set when the primary was unusable. */
 int super_load(int fd, uint64_t size, int upgrade, struct kura_super *out, int *used_copy, char *why, size_t whylen);
+/* What a pool cannot live in, as the error says it ("a FIFO"), or NULL for
+ * a regular file or a character device (device-DAX). */
+const char *super_unfit_file(mode_t mode);
 /* The layout mkfs gives a pool of nblocks blocks. */
 void super_geometry(uint64_t nblocks, struct kura_super *sb);
 

@@ -407,6 +407,22 @@ int main(void)
 	CHECK(kura_probe("/nonexistent/kura.pool") == -ENOENT && strstr(kura_last_error(), "/nonexistent/kura.pool"),
 	      "probe of a missing pool: %s", kura_last_error());
 	CHECK(kura_probe("/") == -EISDIR, "probe of a directory: %s", kura_last_error());
+	/* A FIFO is refused at once, not waited on for a writer: alarm fails a hang. */
+	char fifo[300];
+	snprintf(fifo, sizeof fifo, "%s.fifo", pool);
+	unlink(fifo);
+	if (mkfifo(fifo, 0600) == 0) {
+		alarm(60);
+		int err = 0;
+		kura_fs *fs = kura_mount(fifo, &(struct kura_mount_opts){ .read_only = 1 }, &err);
+		CHECK(!fs && err == -EINVAL && strstr(kura_last_error(), "FIFO"), "read-only mount of a FIFO: %d %s", err,
+		      kura_last_error());
+		CHECK(kura_probe(fifo) == -EINVAL, "probe of a FIFO: %s", kura_last_error());
+		CHECK(kura_mkfs(fifo, KURA_MIN_POOL_SIZE, 1) == -EINVAL && strstr(kura_last_error(), "FIFO"),
+		      "mkfs on a FIFO: %s", kura_last_error());
+		alarm(0);
+		unlink(fifo);
+	}
 	bad += failed;
 	failed = 0; /* the cases run in children, which count their own */
 	for (n = 0;; n++) {
