@@ -131,6 +131,20 @@ def test_run_refuses_a_file_someone_holds_a_lock_on_that_is_no_pool(scratch):
             locker.kill()
 
 
+@pytest.mark.parametrize("prefix", ["/", "//", "/kura/..", "/./x/../", "relative", "/" + "p" * 5000])
+def test_run_refuses_a_prefix_it_could_not_serve(scratch, prefix):
+    """A prefix that names the root once "." and ".." are taken lexically,
+    as the interposition layer takes them, or that it cannot hold, is
+    refused: the layer would drop it and the command would write to the
+    host with no pool at all."""
+    p = scratch / "prefix.pool"
+    ok("mkfs", p, "--size", "16M")
+    marker = scratch / "ran"
+    r = run("run", "--pool", p, "--mount", prefix, "--", "touch", marker)
+    assert r.returncode == 2 and "mount prefix" in err_text(r), err_text(r)
+    assert not marker.exists()
+
+
 def _shm_left(pool):
     st = os.stat(pool)
     tail = f"{st.st_dev:x}-{st.st_ino:x}"

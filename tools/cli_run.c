@@ -65,6 +65,26 @@ static int find_lib(char *out, size_t len)
 	return -1;
 }
 
+/* Whether an absolute path names "/" once "." and ".." are taken as the
+ * interposition layer takes them, lexically ("//", "/a/.."): it drops such
+ * a prefix, which would swallow the whole host, and the command would run
+ * with no pool at all. */
+static int names_the_root(const char *path)
+{
+	size_t depth = 0;
+	for (const char *p = path; *p;) {
+		while (*p == '/')
+			p++;
+		size_t len = strcspn(p, "/");
+		if (len == 2 && p[0] == '.' && p[1] == '.')
+			depth -= depth > 0;
+		else if (len && !(len == 1 && p[0] == '.'))
+			depth++;
+		p += len;
+	}
+	return depth == 0;
+}
+
 static pid_t child;
 
 static void pass_on(int sig)
@@ -109,8 +129,10 @@ int cmd_run(int argc, char **argv)
 	}
 	if (i >= argc)
 		return cli_usage_error("run", "no command given");
-	if (mount[0] != '/' || strcmp(mount, "/") == 0)
-		return cli_usage_error("run", "the mount prefix must be an absolute path other than /");
+	if (mount[0] != '/' || names_the_root(mount))
+		return cli_usage_error("run", "the mount prefix must be an absolute path other than / (got '%s')", mount);
+	if (strlen(mount) >= PATH_MAX)
+		return cli_usage_error("run", "the mount prefix is longer than PATH_MAX (%d bytes)", PATH_MAX - 1);
 
 	char poolbuf[PATH_MAX], lib[PATH_MAX];
 	if (!pool) {
