@@ -236,7 +236,7 @@ int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode)
 	}
 	/* A new pool gets exactly the mode asked for, not less the umask: it
 	 * says who may use the pool (see README, "Who can use a pool"). */
-	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode & 07777);
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, mode & 07777), created = fd >= 0;
 	if (fd >= 0)
 		fchmod(fd, mode & 07777);
 	else if (errno == EEXIST)
@@ -276,10 +276,35 @@ int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode)
 		err = -EBUSY;
 		goto out;
 	}
-	if (S_ISREG(st.st_mode) && (ftruncate(fd, 0) || ftruncate(fd, (off_t)(nblocks * KURA_BLOCK)))) {
-		err = -errno;
-		set_error("%s: cannot size pool to %llu bytes: %s", path, (unsigned long long)size, strerror(-err));
-		goto out;
+	/* Sized and mapped first, as the file system or the address space may
+	 * refuse (EFBIG on ext4, ENOMEM for a map of an exabyte on tmpfs),
+	 * while the old contents are still whole: bad input loses nothing,
+	 * --force or not.  Then emptied and sized again. */
+	off_t pool_bytes = (off_t)(nblocks * KURA_BLOCK);
+	if (S_ISREG(st.st_mode)) {
+		int grown = st.st_size < pool_bytes;
+		if (grown && ftruncate(fd, pool_bytes)) {
+			err = -errno;
+			set_error("%s: cannot size pool to %llu bytes: %s", path, (unsigned long long)size,
+				  strerror(-err));
+			goto out;
+		}
+		struct media trial;
+		if ((err = media_map(&trial, fd, (uint64_t)pool_bytes, KURA_PERSIST_AUTO, 0))) {
+			set_error("%s: cannot map a pool of %llu bytes: %s", path, (unsigned long long)size,
+				  strerror(-err));
+			if (grown && ftruncate(fd, st.st_size))
+				set_error("%s: cannot map a pool of %llu bytes: %s, and the file stays %llu bytes long",
+					  path, (unsigned long long)size, strerror(-err), (unsigned long long)pool_bytes);
+			goto out;
+		}
+		media_unmap(&trial);
+		if (ftruncate(fd, 0) || ftruncate(fd, pool_bytes)) {
+			err = -errno;
+			set_error("%s: cannot size pool to %llu bytes: %s", path, (unsigned long long)size,
+				  strerror(-err));
+			goto out;
+		}
 	}
 	struct kura_super *sb = calloc(1, sizeof *sb);
 	if (!sb) {
@@ -370,6 +395,13 @@ int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode)
 		set_error("%s: fsync: %s", path, strerror(-err));
 	}
 out:
+	if (err && created) {
+		/* A file this call made and could not make a pool of goes again,
+		 * if the name still leads to it. */
+		struct stat now;
+		if (fstat(fd, &st) == 0 && stat(path, &now) == 0 && now.st_dev == st.st_dev && now.st_ino == st.st_ino)
+			unlink(path);
+	}
 	close(fd);
 	return err;
 }

@@ -79,6 +79,29 @@ def test_mkfs_rejects_bad_sizes(scratch, size):
     assert not p.exists() or p.stat().st_size == 0
 
 
+@pytest.mark.parametrize("where", ["scratch", "disk"])
+def test_mkfs_a_size_the_system_refuses_loses_nothing(scratch, tmp_path, where):
+    """An exabyte is a valid size that no file system or address space here
+    takes (EFBIG from ext4, ENOMEM for the map on tmpfs): mkfs fails with
+    the reason, leaves no file where there was none, and, --force or not,
+    an existing pool keeps its files."""
+    d = scratch if where == "scratch" else tmp_path
+    p = d / "big.pool"
+    r = run("mkfs", p, "--size", "1E")
+    assert r.returncode == 1 and str(p) in err_text(r), err_text(r)
+    assert not p.exists()
+    ok("mkfs", p, "--size", "16M")
+    src = d / "src"
+    src.mkdir()
+    (src / "f").write_text("kept\n")
+    ok("import", src, f"{p}:/t")
+    r = run("mkfs", p, "--size", "1E", "--force")
+    assert r.returncode == 1 and str(p) in err_text(r), err_text(r)
+    assert p.stat().st_size == 16 * MiB
+    assert ok("cat", f"{p}:/t/f").stdout == b"kept\n"
+    ok("fsck", p)
+
+
 def test_mkfs_refuses_existing_without_force(scratch):
     p = scratch / "p.pool"
     p.write_bytes(b"precious data\n" * 100)
