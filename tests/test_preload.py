@@ -189,6 +189,20 @@ def test_kura_run(env):
     assert r.returncode == 127
 
 
+def test_a_prefix_the_layer_drops_is_said_under_kura_debug(env):
+    """A prefix set by hand that names / ("//", "/x/..") or is relative is
+    dropped, the others served; KURA_DEBUG says which and why."""
+    e = dict(env["env"], KURA_DEBUG="1", KURA_MOUNT=f"//:/x/..:rel:{PREFIX}")
+    r = subprocess.run(["sh", "-c", f"echo seen > {PREFIX}/dropped && cat {PREFIX}/dropped"], env=e,
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout == "seen\n", r.stderr
+    said = [line for line in r.stderr.splitlines() if "KURA_MOUNT" in line]
+    assert any("'//'" in line and "names /" in line for line in said), r.stderr
+    assert any("'/x/..'" in line and "names /" in line for line in said), r.stderr
+    assert any("'rel'" in line and "absolute" in line for line in said), r.stderr
+    assert not os.path.exists(PREFIX)
+
+
 def test_concurrent_processes(env):
     """Several preloaded processes append to one file at once; a SIGKILLed
     one does not wedge the others."""

@@ -28,15 +28,22 @@ static pthread_mutex_t mount_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void add_mount(const char *prefix, size_t plen, const char *pool)
 {
-	if (kp_nmounts >= KP_MAX_MOUNTS || plen == 0 || plen >= PATH_MAX || prefix[0] != '/')
+	/* `kura run` refuses such prefixes with the reason; set by hand, they
+	 * are dropped, and said so under KURA_DEBUG. */
+	if (kp_nmounts >= KP_MAX_MOUNTS || plen == 0 || plen >= PATH_MAX || prefix[0] != '/') {
+		kp_debug("KURA_MOUNT: prefix '%.*s' ignored: %s", (int)(plen < 200 ? plen : 200), prefix,
+			 kp_nmounts >= KP_MAX_MOUNTS ? "too many prefixes" : "not an absolute path below PATH_MAX");
 		return;
+	}
 	struct kp_mount *m = &kp_mounts[kp_nmounts];
 	memcpy(m->prefix, prefix, plen);
 	m->prefix[plen] = '\0';
 	kp_normalise(m->prefix);
 	m->plen = strlen(m->prefix);
-	if (m->plen <= 1) /* "/" as a prefix would swallow the whole host */
+	if (m->plen <= 1) { /* "/" as a prefix would swallow the whole host */
+		kp_debug("KURA_MOUNT: prefix '%.*s' ignored: it names /", (int)(plen < 200 ? plen : 200), prefix);
 		return;
+	}
 	if (pool && *pool)
 		snprintf(m->pool, sizeof m->pool, "%s", pool);
 	else if (kura_default_pool_path(m->pool, sizeof m->pool) < 0)
