@@ -225,6 +225,26 @@ const char *super_unfit_file(mode_t mode)
 	}
 }
 
+/* Maps the pool being made and gives its metadata (the blocks before the
+ * root's, and that one) storage, so that stores to them cannot fault. */
+static int map_with_metadata(const char *path, int fd, uint64_t bytes, uint64_t meta_end, enum media_fill how,
+			     struct media *m)
+{
+	int err = media_map(m, fd, bytes, KURA_PERSIST_AUTO, 0);
+	if (err) {
+		set_error("%s: cannot map a pool of %llu bytes: %s", path, (unsigned long long)bytes, strerror(-err));
+		return err;
+	}
+	/* Stored through the map, a hole the file system cannot fill is a
+	 * SIGBUS. */
+	if ((err = media_back(m, 0, meta_end, how))) {
+		set_error("%s: no room for the pool's metadata (%llu MiB) on its file system: %s", path,
+			  (unsigned long long)(meta_end >> 20), strerror(-err));
+		media_unmap(m);
+	}
+	return err;
+}
+
 int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode)
 {
 	last_error[0] = 0;
@@ -276,36 +296,6 @@ int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode)
 		err = -EBUSY;
 		goto out;
 	}
-	/* Sized and mapped first, as the file system or the address space may
-	 * refuse (EFBIG on ext4, ENOMEM for a map of an exabyte on tmpfs),
-	 * while the old contents are still whole: bad input loses nothing,
-	 * --force or not.  Then emptied and sized again. */
-	off_t pool_bytes = (off_t)(nblocks * KURA_BLOCK);
-	if (S_ISREG(st.st_mode)) {
-		int grown = st.st_size < pool_bytes;
-		if (grown && ftruncate(fd, pool_bytes)) {
-			err = -errno;
-			set_error("%s: cannot size pool to %llu bytes: %s", path, (unsigned long long)size,
-				  strerror(-err));
-			goto out;
-		}
-		struct media trial;
-		if ((err = media_map(&trial, fd, (uint64_t)pool_bytes, KURA_PERSIST_AUTO, 0))) {
-			set_error("%s: cannot map a pool of %llu bytes: %s", path, (unsigned long long)size,
-				  strerror(-err));
-			if (grown && ftruncate(fd, st.st_size))
-				set_error("%s: cannot map a pool of %llu bytes: %s, and the file stays %llu bytes long",
-					  path, (unsigned long long)size, strerror(-err), (unsigned long long)pool_bytes);
-			goto out;
-		}
-		media_unmap(&trial);
-		if (ftruncate(fd, 0) || ftruncate(fd, pool_bytes)) {
-			err = -errno;
-			set_error("%s: cannot size pool to %llu bytes: %s", path, (unsigned long long)size,
-				  strerror(-err));
-			goto out;
-		}
-	}
 	struct kura_super *sb = calloc(1, sizeof *sb);
 	if (!sb) {
 		err = -ENOMEM;
@@ -315,8 +305,7 @@ int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode)
 	if (sb->first_data_block + 16 > nblocks) {
 		set_error("%s: pool too small for its own metadata", path);
 		err = -EINVAL;
-		free(sb);
-		goto out;
+		goto out_sb;
 	}
 	sb->magic = KURA_MAGIC;
 	sb->version = KURA_VERSION;
@@ -326,31 +315,48 @@ int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode)
 	    getrandom(sb->uuid, sizeof sb->uuid, 0) != sizeof sb->uuid) {
 		err = -EIO;
 		set_error("%s: no randomness for the pool's keys", path);
-		free(sb);
-		goto out;
+		goto out_sb;
 	}
 	sb->crc = super_crc(sb);
 
+	/* Over a file with contents (--force), the new pool's size, its map
+	 * and its metadata's space are all taken while the old contents are
+	 * still whole, then the file is emptied: a size the file system
+	 * refuses (EFBIG on ext4), a map the address space refuses (ENOMEM
+	 * for an exabyte on tmpfs) or a full file system loses nothing. */
+	uint64_t pool_bytes = nblocks * KURA_BLOCK, zero_end = (sb->first_data_block + 1) * KURA_BLOCK;
 	struct media m;
-	err = media_map(&m, fd, nblocks * KURA_BLOCK, KURA_PERSIST_AUTO, 0);
-	if (err) {
-		set_error("%s: cannot map pool: %s", path, strerror(-err));
-		free(sb);
-		goto out;
+	if (S_ISREG(st.st_mode) && st.st_size > 0) {
+		int grown = (uint64_t)st.st_size < pool_bytes;
+		if (grown && ftruncate(fd, (off_t)pool_bytes)) {
+			err = -errno;
+			set_error("%s: cannot size pool to %llu bytes: %s", path, (unsigned long long)size,
+				  strerror(-err));
+			goto out_sb;
+		}
+		if ((err = map_with_metadata(path, fd, pool_bytes, zero_end, MEDIA_FILL_COPIES, &m))) {
+			if (grown)
+				(void)!ftruncate(fd, st.st_size); /* what it grew by held only zeros */
+			goto out_sb;
+		}
+		media_unmap(&m);
+		if (ftruncate(fd, 0) || ftruncate(fd, (off_t)pool_bytes)) {
+			err = -errno;
+			set_error("%s: cannot size pool to %llu bytes: %s", path, (unsigned long long)size,
+				  strerror(-err));
+			goto out_sb;
+		}
+	} else if (S_ISREG(st.st_mode) && ftruncate(fd, (off_t)pool_bytes)) {
+		err = -errno;
+		set_error("%s: cannot size pool to %llu bytes: %s", path, (unsigned long long)size, strerror(-err));
+		goto out_sb;
 	}
 	/* Everything but the superblocks first: until they are written the file
 	 * is not a pool, so a crash during mkfs leaves nothing mountable. */
-	uint64_t zero_end = (sb->first_data_block + 1) * KURA_BLOCK;
-	if ((err = media_back(&m, 0, zero_end, MEDIA_FILL_STORES))) {
-		/* Stored through the map, a hole the file system cannot fill is
-		 * a SIGBUS; the file is left empty, not a pool. */
-		set_error("%s: no room for the pool's metadata (%llu MiB) on its file system: %s", path,
-			  (unsigned long long)(zero_end >> 20), strerror(-err));
-		media_unmap(&m);
-		free(sb);
+	if ((err = map_with_metadata(path, fd, pool_bytes, zero_end, MEDIA_FILL_STORES, &m))) {
 		if (S_ISREG(st.st_mode) && ftruncate(fd, 0) != 0)
 			err = -errno;
-		goto out;
+		goto out_sb;
 	}
 	media_memset(&m, 0, 0, zero_end);
 	tx_format(&m, sb->log_block * KURA_BLOCK, sb->log_blocks * KURA_BLOCK);
@@ -389,11 +395,12 @@ int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode)
 	media_store(&m, SB_PRIMARY * KURA_BLOCK, sb, sizeof *sb);
 	media_persist(&m, 0, 2 * KURA_BLOCK);
 	media_unmap(&m);
-	free(sb);
 	if (fsync(fd)) {
 		err = -errno;
 		set_error("%s: fsync: %s", path, strerror(-err));
 	}
+out_sb:
+	free(sb);
 out:
 	if (err && created) {
 		/* A file this call made and could not make a pool of goes again,

@@ -94,6 +94,17 @@ def pool(scratch):
     return p
 
 
+def pool_with_file(directory, name, text, *mkfs_args, size="16M"):
+    """A pool directory/NAME.pool of `size` holding /t/f with text."""
+    p = directory / f"{name}.pool"
+    ok("mkfs", p, "--size", size, *mkfs_args)
+    src = directory / f"src-{name}"
+    src.mkdir()
+    (src / "f").write_text(text)
+    ok("import", src, f"{p}:/t")
+    return p
+
+
 def snapshot(root, with_atime=False):
     """relative path -> comparable attributes, without following symlinks.
 

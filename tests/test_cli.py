@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cli_common import scratch, pool  # noqa: F401 (fixtures)
-from cli_common import IS_ROOT, MiB, run, ok, err_text, out_text, set_times, make_tree
+from cli_common import IS_ROOT, MiB, run, ok, err_text, out_text, set_times, make_tree, pool_with_file
 
 
 def test_help_and_usage():
@@ -90,11 +90,7 @@ def test_mkfs_a_size_the_system_refuses_loses_nothing(scratch, tmp_path, where):
     r = run("mkfs", p, "--size", "1E")
     assert r.returncode == 1 and str(p) in err_text(r), err_text(r)
     assert not p.exists()
-    ok("mkfs", p, "--size", "16M")
-    src = d / "src"
-    src.mkdir()
-    (src / "f").write_text("kept\n")
-    ok("import", src, f"{p}:/t")
+    pool_with_file(d, "big", "kept\n")
     r = run("mkfs", p, "--size", "1E", "--force")
     assert r.returncode == 1 and str(p) in err_text(r), err_text(r)
     assert p.stat().st_size == 16 * MiB

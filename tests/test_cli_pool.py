@@ -15,17 +15,7 @@ import pytest
 
 from cli_common import scratch  # noqa: F401 (the fixture)
 from cli_common import KURA_BIN, IS_ROOT, KURA_LIB, _others_can_run, run, ok, err_text, out_text
-
-
-def pool_with_file(scratch, name, text, *mkfs_args):
-    """A 16 MiB pool scratch/NAME.pool holding /t/f with text."""
-    p = scratch / f"{name}.pool"
-    ok("mkfs", p, "--size", "16M", *mkfs_args)
-    src = scratch / f"src-{name}"
-    src.mkdir()
-    (src / "f").write_text(text)
-    ok("import", src, f"{p}:/t")
-    return p
+from cli_common import pool_with_file
 
 
 def test_mkfs_refuses_a_pool_in_use(scratch):

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from cli_common import scratch  # noqa: F401 (the fixture)
-from cli_common import KURA_BIN, IS_ROOT, run, ok, err_text
+from cli_common import KURA_BIN, IS_ROOT, run, ok, err_text, pool_with_file
 
 TMPFS_MIB = 8
 
@@ -87,4 +87,17 @@ def test_mkfs_without_room_for_the_metadata_says_so(small_fs):
     assert "no room for the pool's metadata" in err_text(r) and "No space left" in err_text(r), err_text(r)
     assert not pool.exists()
     ok("mkfs", pool, "--size", "16M")
+    ok("fsck", pool)
+
+
+def test_mkfs_force_without_room_keeps_the_old_pool(small_fs):
+    """mkfs --force over a pool, for a pool whose metadata the file system
+    has no room for: it fails with the reason, and the old pool, emptied
+    only once the new one's space is held, keeps its files."""
+    pool = pool_with_file(small_fs, "old", "kept\n", size="4M")
+    r = run("mkfs", pool, "--size", "1G", "--force")
+    assert r.returncode != 0
+    assert "no room for the pool's metadata" in err_text(r), err_text(r)
+    assert pool.stat().st_size == 4 << 20
+    assert ok("cat", f"{pool}:/t/f").stdout == b"kept\n"
     ok("fsck", pool)
