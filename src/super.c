@@ -337,6 +337,12 @@ int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode)
 		if ((err = map_with_metadata(path, fd, pool_bytes, zero_end, MEDIA_FILL_COPIES, &m))) {
 			if (grown)
 				(void)!ftruncate(fd, st.st_size); /* what it grew by held only zeros */
+			if (err == -ENOSPC || err == -EDQUOT) {
+				char why[sizeof last_error];
+				snprintf(why, sizeof why, "%s", last_error);
+				set_error("%s, beside the old contents, which are kept (remove the file to give "
+					  "the new pool their room)", why);
+			}
 			goto out_sb;
 		}
 		media_unmap(&m);
