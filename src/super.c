@@ -225,6 +225,16 @@ const char *super_unfit_file(mode_t mode)
 	}
 }
 
+/* ftruncate, saying why not: `size` is the size asked of mkfs. */
+static int size_file(const char *path, int fd, uint64_t bytes, uint64_t size)
+{
+	if (ftruncate(fd, (off_t)bytes) == 0)
+		return 0;
+	int err = -errno;
+	set_error("%s: cannot size pool to %llu bytes: %s", path, (unsigned long long)size, strerror(-err));
+	return err;
+}
+
 /* Maps the pool being made and gives its metadata (the blocks before the
  * root's, and that one) storage, so that stores to them cannot fault. */
 static int map_with_metadata(const char *path, int fd, uint64_t bytes, uint64_t meta_end, enum media_fill how,
@@ -328,12 +338,8 @@ int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode)
 	struct media m;
 	if (S_ISREG(st.st_mode) && st.st_size > 0) {
 		int grown = (uint64_t)st.st_size < pool_bytes;
-		if (grown && ftruncate(fd, (off_t)pool_bytes)) {
-			err = -errno;
-			set_error("%s: cannot size pool to %llu bytes: %s", path, (unsigned long long)size,
-				  strerror(-err));
+		if (grown && (err = size_file(path, fd, pool_bytes, size)))
 			goto out_sb;
-		}
 		if ((err = map_with_metadata(path, fd, pool_bytes, zero_end, MEDIA_FILL_COPIES, &m))) {
 			if (grown)
 				(void)!ftruncate(fd, st.st_size); /* what it grew by held only zeros */
@@ -346,17 +352,11 @@ int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode)
 			goto out_sb;
 		}
 		media_unmap(&m);
-		if (ftruncate(fd, 0) || ftruncate(fd, (off_t)pool_bytes)) {
-			err = -errno;
-			set_error("%s: cannot size pool to %llu bytes: %s", path, (unsigned long long)size,
-				  strerror(-err));
+		if ((err = size_file(path, fd, 0, size)))
 			goto out_sb;
-		}
-	} else if (S_ISREG(st.st_mode) && ftruncate(fd, (off_t)pool_bytes)) {
-		err = -errno;
-		set_error("%s: cannot size pool to %llu bytes: %s", path, (unsigned long long)size, strerror(-err));
-		goto out_sb;
 	}
+	if (S_ISREG(st.st_mode) && (err = size_file(path, fd, pool_bytes, size)))
+		goto out_sb;
 	/* Everything but the superblocks first: until they are written the file
 	 * is not a pool, so a crash during mkfs leaves nothing mountable. */
 	if ((err = map_with_metadata(path, fd, pool_bytes, zero_end, MEDIA_FILL_STORES, &m))) {

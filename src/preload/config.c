@@ -30,8 +30,9 @@ static void add_mount(const char *prefix, size_t plen, const char *pool)
 {
 	/* `kura run` refuses such prefixes with the reason; set by hand, they
 	 * are dropped, and said so under KURA_DEBUG. */
+	int shown = plen < 200 ? (int)plen : 200;
 	if (kp_nmounts >= KP_MAX_MOUNTS || plen == 0 || plen >= PATH_MAX || prefix[0] != '/') {
-		kp_debug("KURA_MOUNT: prefix '%.*s' ignored: %s", (int)(plen < 200 ? plen : 200), prefix,
+		kp_debug("KURA_MOUNT: prefix '%.*s' ignored: %s", shown, prefix,
 			 kp_nmounts >= KP_MAX_MOUNTS ? "too many prefixes" : "not an absolute path below PATH_MAX");
 		return;
 	}
@@ -41,7 +42,7 @@ static void add_mount(const char *prefix, size_t plen, const char *pool)
 	kp_normalise(m->prefix);
 	m->plen = strlen(m->prefix);
 	if (m->plen <= 1) { /* "/" as a prefix would swallow the whole host */
-		kp_debug("KURA_MOUNT: prefix '%.*s' ignored: it names /", (int)(plen < 200 ? plen : 200), prefix);
+		kp_debug("KURA_MOUNT: prefix '%.*s' ignored: it names /", shown, prefix);
 		return;
 	}
 	if (pool && *pool)
