@@ -340,6 +340,10 @@ mdb_load -f dump db
 mdb_stat db | grep -i entries
 mdb_dump -p db | md5sum
 mdb_dump -p db | grep -c value
+# mdb_copy writes the database out of its map with write()
+mkdir db2 db3
+mdb_copy db db2 && mdb_dump -p db2 | md5sum
+mdb_copy -c db db3 && mdb_dump -p db3 | md5sum
 """
 
 

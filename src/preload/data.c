@@ -1,8 +1,9 @@
 /*
- * data.c — the calls on an open kura file: the read and write family,
- * sizes and syncs, the fstat family, ioctl, and copies between
- * descriptors.  Each takes a placeholder fd to the engine's descriptor
- * behind it (io.c made them) and leaves every other fd to libc.
+ * data.c — the calls on an open kura file that move or size its data:
+ * the read and write family, sizes and syncs, and copies between
+ * descriptors (what it is, fstat and the rest, is fdattr.c's).  Each
+ * takes a placeholder fd to the engine's descriptor behind it (io.c made
+ * them) and leaves every other fd to libc.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -47,6 +48,41 @@ static void group_iov(const struct iovec *iov, int cnt)
 		kp_group_buffer(iov[i].iov_base, iov[i].iov_len);
 }
 
+/* The part of buf a call may copy (kp_map_buffer): *n shortened to it, or
+ * -EFAULT if not even its first byte may be. */
+static int usable(const void *buf, size_t *n)
+{
+	size_t u = kp_map_buffer(buf, *n);
+	if (!u && *n)
+		return -EFAULT;
+	*n = u;
+	return 0;
+}
+
+/* The same for a vector: NULL for EFAULT, else the vector to use, which is
+ * a copy (*copy, to free), one element shorter or cut short, when a page
+ * past a map's end was in it. */
+static const struct iovec *usable_iov(const struct iovec *iov, int *cnt, struct iovec **copy)
+{
+	*copy = NULL;
+	if (__builtin_expect(kp_maps_count() == 0, 1) || *cnt <= 0 || *cnt > IOV_MAX)
+		return iov;
+	for (int i = 0; i < *cnt; i++) {
+		size_t u = kp_map_prepare(iov[i].iov_base, iov[i].iov_len);
+		if (u == iov[i].iov_len)
+			continue;
+		if (i == 0 && u == 0)
+			return NULL;
+		if (!(*copy = malloc((size_t)(i + 1) * sizeof **copy)))
+			return iov; /* the call then faults as it would have */
+		memcpy(*copy, iov, (size_t)(i + 1) * sizeof **copy);
+		(*copy)[i].iov_len = u;
+		*cnt = i + 1;
+		return *copy;
+	}
+	return iov;
+}
+
 KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	kp_group_buffer(buf, n);
@@ -60,6 +96,8 @@ KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 		}
 		return REAL(read)(fd, buf, n);
 	}
+	if (usable(buf, &n))
+		return kp_ret(-EFAULT);
 	return kp_ret(kp_noted(e, kura_read(FS(e), e->kfd, buf, n), 1, IN_ACCESS));
 }
 
@@ -80,6 +118,8 @@ KP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(write)(fd, buf, n);
+	if (usable(buf, &n))
+		return kp_ret(-EFAULT);
 	int joined = kp_gset_write(e);
 	if (joined)
 		return kp_ret(joined);
@@ -95,6 +135,8 @@ KP_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(pread)(fd, buf, n, off);
+	if (usable(buf, &n))
+		return kp_ret(-EFAULT);
 	return kp_ret(kp_noted(e, kura_pread(FS(e), e->kfd, buf, n, off), 1, IN_ACCESS));
 }
 KP_EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off) { return pread(fd, buf, n, off); }
@@ -107,6 +149,8 @@ KP_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(pwrite)(fd, buf, n, off);
+	if (usable(buf, &n))
+		return kp_ret(-EFAULT);
 	int joined = kp_gset_write(e);
 	if (joined)
 		return kp_ret(joined);
@@ -163,46 +207,58 @@ static ssize_t kvec(struct kp_fd *e, const struct iovec *iov, int cnt, off_t off
 	return kp_noted(e, wr ? group_wrote(e, r, off) : r, 1, wr ? IN_MODIFY : IN_ACCESS);
 }
 
-KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt)
+enum vec_call { V_READV, V_WRITEV, V_PREADV, V_PWRITEV, V_PREADV2, V_PWRITEV2 };
+
+/* The vector calls, on kura descriptors and the kernel's. */
+static ssize_t vec(int fd, const struct iovec *iov, int cnt, off_t off, int fl, enum vec_call call)
 {
-	group_iov(iov, cnt);
+	int wr = call == V_WRITEV || call == V_PWRITEV || call == V_PWRITEV2;
+	if (!wr)
+		group_iov(iov, cnt);
 	struct kp_fd *e = kp_get(fd);
-	return e ? kvec(e, iov, cnt, -1, 0) : REAL(readv)(fd, iov, cnt);
-}
-KP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt)
-{
-	struct kp_fd *e = kp_get(fd);
-	return e ? kvec(e, iov, cnt, -1, 1) : REAL(writev)(fd, iov, cnt);
-}
-KP_EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off)
-{
-	group_iov(iov, cnt);
-	struct kp_fd *e = kp_get(fd);
-	if (e && off < 0)
+	if (!e) {
+		if (call == V_READV)
+			return REAL(readv)(fd, iov, cnt);
+		if (call == V_WRITEV)
+			return REAL(writev)(fd, iov, cnt);
+		if (call == V_PREADV)
+			return REAL(preadv)(fd, iov, cnt, off);
+		if (call == V_PWRITEV)
+			return REAL(pwritev)(fd, iov, cnt, off);
+		if (call == V_PREADV2)
+			return REAL(preadv2)(fd, iov, cnt, off, fl);
+		return REAL(pwritev2)(fd, iov, cnt, off, fl);
+	}
+	if ((call == V_PREADV || call == V_PWRITEV) && off < 0)
 		return kp_ret(-EINVAL);
-	return e ? kvec(e, iov, cnt, off, 0) : REAL(preadv)(fd, iov, cnt, off);
+	struct iovec *copy;
+	const struct iovec *v = usable_iov(iov, &cnt, &copy);
+	if (!v)
+		return kp_ret(-EFAULT);
+	/* The RWF_ hints need no work: every kura write is already synchronous. */
+	ssize_t r = kvec(e, v, cnt, call == V_READV || call == V_WRITEV || off < 0 ? -1 : off, wr);
+	if (copy) {
+		int er = errno;
+		free(copy);
+		errno = er;
+	}
+	return r;
 }
+
+KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int cnt) { return vec(fd, iov, cnt, -1, 0, V_READV); }
+KP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int cnt) { return vec(fd, iov, cnt, -1, 0, V_WRITEV); }
+KP_EXPORT ssize_t preadv(int fd, const struct iovec *iov, int cnt, off_t off) { return vec(fd, iov, cnt, off, 0, V_PREADV); }
 KP_EXPORT ssize_t preadv64(int fd, const struct iovec *iov, int cnt, off_t off) { return preadv(fd, iov, cnt, off); }
-KP_EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off)
-{
-	struct kp_fd *e = kp_get(fd);
-	if (e && off < 0)
-		return kp_ret(-EINVAL);
-	return e ? kvec(e, iov, cnt, off, 1) : REAL(pwritev)(fd, iov, cnt, off);
-}
+KP_EXPORT ssize_t pwritev(int fd, const struct iovec *iov, int cnt, off_t off) { return vec(fd, iov, cnt, off, 0, V_PWRITEV); }
 KP_EXPORT ssize_t pwritev64(int fd, const struct iovec *iov, int cnt, off_t off) { return pwritev(fd, iov, cnt, off); }
-/* The RWF_ hints need no work here: every kura write is already synchronous. */
 KP_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int cnt, off_t off, int fl)
 {
-	group_iov(iov, cnt);
-	struct kp_fd *e = kp_get(fd);
-	return e ? kvec(e, iov, cnt, off < 0 ? -1 : off, 0) : REAL(preadv2)(fd, iov, cnt, off, fl);
+	return vec(fd, iov, cnt, off, fl, V_PREADV2);
 }
 KP_EXPORT ssize_t preadv64v2(int fd, const struct iovec *iov, int cnt, off_t off, int fl) { return preadv2(fd, iov, cnt, off, fl); }
 KP_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int cnt, off_t off, int fl)
 {
-	struct kp_fd *e = kp_get(fd);
-	return e ? kvec(e, iov, cnt, off < 0 ? -1 : off, 1) : REAL(pwritev2)(fd, iov, cnt, off, fl);
+	return vec(fd, iov, cnt, off, fl, V_PWRITEV2);
 }
 KP_EXPORT ssize_t pwritev64v2(int fd, const struct iovec *iov, int cnt, off_t off, int fl) { return pwritev2(fd, iov, cnt, off, fl); }
 
@@ -406,149 +462,4 @@ KP_EXPORT ssize_t readahead(int fd, off64_t off, size_t n)
 {
 	struct kp_fd *e = kp_get(fd);
 	return e ? 0 : REAL(readahead)(fd, off, n);
-}
-
-/* ---- fd metadata ---- */
-
-KP_EXPORT int fstat(int fd, struct stat *st)
-{
-	struct kp_fd *e = kp_get(fd);
-	return e ? (int)kp_ret(kura_fstat(FS(e), e->kfd, st)) : kp_fifo_fstat(fd, st);
-}
-KP_EXPORT int fstat64(int fd, struct stat64 *st) { return fstat(fd, (struct stat *)st); }
-typedef int (*fxstat_fn)(int, int, struct stat *);
-KP_EXPORT int __fxstat(int ver, int fd, struct stat *st)
-{
-	struct kp_fd *e = kp_get(fd);
-	if (e)
-		return (int)kp_ret(kura_fstat(FS(e), e->kfd, st));
-	/* x86-64 has one stat layout, the kernel's: what fstat fills */
-	return ver == 1 ? kp_fifo_fstat(fd, st) : REALT(fxstat_fn, "__fxstat")(ver, fd, st);
-}
-KP_EXPORT int __fxstat64(int ver, int fd, struct stat64 *st) { return __fxstat(ver, fd, (struct stat *)st); }
-
-KP_EXPORT int fchmod(int fd, mode_t m)
-{
-	struct kp_fd *e = kp_get(fd);
-	return e ? (int)kp_ret(kp_noted(e, kura_fchmod(FS(e), e->kfd, m), 0, IN_ATTRIB)) : kp_fifo_fchange(fd, m, 0, 0, 0);
-}
-KP_EXPORT int fchown(int fd, uid_t u, gid_t g)
-{
-	struct kp_fd *e = kp_get(fd);
-	return e ? (int)kp_ret(kp_noted(e, kura_fchown(FS(e), e->kfd, u, g), 0, IN_ATTRIB)) : kp_fifo_fchange(fd, 0, u, g, 1);
-}
-KP_EXPORT int futimens(int fd, const struct timespec t[2])
-{
-	struct kp_fd *e = kp_get(fd);
-	return e ? (int)kp_ret(kp_noted(e, kura_futimens(FS(e), e->kfd, t), 0, IN_ATTRIB)) : REAL(futimens)(fd, t);
-}
-KP_EXPORT int futimes(int fd, const struct timeval tv[2])
-{
-	struct kp_fd *e = kp_get(fd);
-	if (!e)
-		return REAL(futimes)(fd, tv);
-	struct timespec ts[2];
-	if (tv) {
-		for (int i = 0; i < 2; i++) {
-			ts[i].tv_sec = tv[i].tv_sec;
-			ts[i].tv_nsec = tv[i].tv_usec * 1000;
-		}
-	}
-	return (int)kp_ret(kp_noted(e, kura_futimens(FS(e), e->kfd, tv ? ts : NULL), 0, IN_ATTRIB));
-}
-
-static void to_statfs(const struct statvfs *sv, struct statfs *sf)
-{
-	memset(sf, 0, sizeof *sf);
-	/* Programs pick their ways by f_type, and know only the kernel's:
-	 * coreutils' tail -f polls a file system it does not know to be
-	 * local, where it would use inotify, which pool files now have.
-	 * tmpfs's is the nearest: memory-mapped, every change durable at
-	 * return as far as the medium goes. */
-	sf->f_type = 0x01021994; /* TMPFS_MAGIC */
-	sf->f_bsize = (long)sv->f_bsize;
-	sf->f_frsize = (long)sv->f_frsize;
-	sf->f_blocks = sv->f_blocks;
-	sf->f_bfree = sv->f_bfree;
-	sf->f_bavail = sv->f_bavail;
-	sf->f_files = sv->f_files;
-	sf->f_ffree = sv->f_ffree;
-	sf->f_namelen = (long)sv->f_namemax;
-	sf->f_flags = (long)sv->f_flag;
-}
-
-int kp_statvfs_mnt(int m, struct statvfs *sv)
-{
-	kura_fs *fs = kp_fs(m);
-	if (!fs)
-		return -1;
-	return (int)kp_ret(kura_statvfs(fs, sv));
-}
-
-KP_EXPORT int fstatvfs(int fd, struct statvfs *sv)
-{
-	struct kp_fd *e = kp_get(fd);
-	return e ? kp_statvfs_mnt(e->mnt, sv) : REAL(fstatvfs)(fd, sv);
-}
-KP_EXPORT int fstatvfs64(int fd, struct statvfs64 *sv) { return fstatvfs(fd, (struct statvfs *)sv); }
-KP_EXPORT int fstatfs(int fd, struct statfs *sf)
-{
-	struct kp_fd *e = kp_get(fd);
-	if (!e)
-		return REAL(fstatfs)(fd, sf);
-	struct statvfs sv;
-	if (kp_statvfs_mnt(e->mnt, &sv) < 0)
-		return -1;
-	to_statfs(&sv, sf);
-	return 0;
-}
-KP_EXPORT int fstatfs64(int fd, struct statfs64 *sf) { return fstatfs(fd, (struct statfs *)sf); }
-
-void kp_to_statfs(const struct statvfs *sv, struct statfs *sf) { to_statfs(sv, sf); }
-
-/* ---- ioctl (mmap is map.c's) ---- */
-
-KP_EXPORT int ioctl(int fd, unsigned long req, ...)
-{
-	va_list ap;
-	va_start(ap, req);
-	void *arg = va_arg(ap, void *);
-	va_end(ap);
-	struct kp_fd *e = kp_get(fd);
-	if (!e)
-		return REAL(ioctl)(fd, req, arg);
-	if (req == FIONREAD) {
-		struct stat st;
-		int r = kura_fstat(FS(e), e->kfd, &st);
-		if (r < 0)
-			return (int)kp_ret(r);
-		off_t pos = kura_lseek(FS(e), e->kfd, 0, SEEK_CUR);
-		*(int *)arg = pos < st.st_size ? (int)(st.st_size - pos) : 0;
-		return 0;
-	}
-	if (req == FICLONE || req == FICLONERANGE)
-		return kp_unsupported("ioctl FICLONE", EOPNOTSUPP);
-	int ret;
-	if (kp_atomic_ioctl(e, req, arg, &ret))
-		return ret;
-	errno = ENOTTY;
-	return -1;
-}
-
-/* A kura file is never a terminal.  The kernel would say so too (ENOTTY on
- * the memfd), but answering here keeps placeholders free of any syscall. */
-#include <termios.h>
-KP_EXPORT int isatty(int fd)
-{
-	if (!kp_get(fd))
-		return REAL(isatty)(fd);
-	errno = ENOTTY;
-	return 0;
-}
-KP_EXPORT int tcgetattr(int fd, struct termios *t)
-{
-	if (!kp_get(fd))
-		return REAL(tcgetattr)(fd, t);
-	errno = ENOTTY;
-	return -1;
 }

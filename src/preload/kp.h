@@ -148,6 +148,16 @@ static inline void kp_group_buffer(void *buf, size_t len)
 		kp_group_prepare(buf, len);
 }
 void kp_install_segv_handler(void);
+/* mapsync.c: before the engine or the kernel copies to or from buf, pages
+ * of this process's kura maps there that came within the file are mapped
+ * in; the bytes before the first page still past the file's end are the
+ * ones the call may use (the rest would fault: EFAULT, as Linux). */
+size_t kp_map_prepare(const void *buf, size_t len);
+size_t kp_maps_count(void);
+static inline size_t kp_map_buffer(const void *buf, size_t len)
+{
+	return __builtin_expect(kp_maps_count() == 0, 1) ? len : kp_map_prepare(buf, len);
+}
 /* atomic.c: F2FS's atomic-write ioctls on a kura descriptor; 1 if req is
  * one of them (*ret then holds the result), else 0. */
 int kp_atomic_ioctl(struct kp_fd *e, unsigned long req, void *arg, int *ret);

@@ -151,3 +151,53 @@ int kp_map_fault_in(void *addr)
 	kp_maps_unlock();
 	return ok;
 }
+
+/* ---- buffers of the read and write family in such pages ---- */
+
+/* The engine copies a call's buffer with its pool mutex held, where a page
+ * of a map past the file's end as the map last knew it cannot be mapped in
+ * (kp_map_fault_in refuses, the lookup would wait for that mutex): the
+ * copy would end the program with SIGBUS.  The kernel, copying for a
+ * write() from such a page after the file grew, maps it in; from a page
+ * still past the end, it copies up to there and fails with EFAULT.  So
+ * before the call: pages of the buffer that came within the file are
+ * mapped now, and the bytes before the first page still past the end are
+ * what the call may use.  Only for kura descriptors: the engine's own
+ * writes to its pool file come through the layer's write() too, with the
+ * pool mutex held, and must not wait for the table's lock (a thread
+ * covering a page holds it and waits for that mutex).  A kernel call from
+ * such a page fails with EFAULT (the page shows a memfd past its end),
+ * where Linux would map it in first; it does not kill the program. */
+size_t kp_map_prepare(const void *buf, size_t len)
+{
+	const char *lo = buf, *hi = lo + len;
+	if (hi < lo || kp_inside)
+		return len;
+	size_t usable = len;
+	kp_maps_lock();
+	size_t count = kp_maps_count();
+	for (size_t i = 0; i < count; i++) {
+		struct kp_map *m = kp_maps_at(i);
+		size_t npages = m->len / PAGE, eof_from = npages - m->eof_pages;
+		const char *tail = m->addr + eof_from * PAGE, *end = m->addr + m->len;
+		const char *from = lo > tail ? lo : tail, *to = hi < end ? hi : end;
+		if (!m->eof_pages || from >= to)
+			continue;
+		size_t first = (size_t)(from - m->addr) / PAGE, last = (size_t)(to - m->addr + PAGE - 1) / PAGE;
+		kura_fs *fs = kp_fs(m->mnt);
+		uint64_t off;
+		int64_t size = fs ? kura_map_blocks(fs, m->ino, m->off / PAGE + first, 1, 0, &off) : -1;
+		size_t within = size > 0 && (uint64_t)size > m->off ? ((uint64_t)size - m->off + PAGE - 1) / PAGE : 0;
+		size_t mapped = within < last ? within : last;
+		if (mapped > first && kp_map_cover(m, first, mapped, 1))
+			mapped = first;
+		const char *bad = m->addr + (mapped > first ? mapped : first) * PAGE;
+		if (mapped < last && bad < to) {
+			bad = bad > lo ? bad : lo;
+			if ((size_t)(bad - lo) < usable)
+				usable = (size_t)(bad - lo);
+		}
+	}
+	kp_maps_unlock();
+	return usable;
+}

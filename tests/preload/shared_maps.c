@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -145,6 +146,31 @@ int main(int argc, char **argv)
 	m[0] = 'U';
 	printf("unlinked, mapped: %c%c\n", m[0], m[100]);
 	munmap(m, PG);
+
+	/* Calls that copy to or from a map's pages: pages that came within
+	 * the file since the mmap serve as any page does; from a page still
+	 * past the end a call copies up to it, or fails with EFAULT. */
+	fd = open(file(b, "h"), O_RDWR | O_CREAT, 0644);
+	int other = open(file(b, "h2"), O_RDWR | O_CREAT, 0644);
+	ftruncate(fd, PG);
+	m = mmap(NULL, 6 * PG, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ftruncate(fd, 4 * PG);
+	printf("write from a grown page: %zd\n", write(other, m + PG, 16));
+	pwrite(other, "grown", 5, 0);
+	printf("pread into a grown page: %zd\n", pread(other, m + 2 * PG, 5, 0));
+	pread(fd, buf, 5, 2 * PG);
+	printf("the map shows %.5s, the file has %.5s\n", m + 2 * PG, buf);
+	struct iovec iv[2] = { { m + 3 * PG, 8 }, { m + 4 * PG - 4, 8 } };
+	printf("writev, one element across the end: %zd\n", pwritev(other, iv, 2, 0));
+	ssize_t n = write(other, m + 5 * PG, 16);
+	printf("write from past the end: %zd %s\n", n, n < 0 ? strerror(errno) : "");
+	lseek(other, 0, SEEK_SET);
+	n = read(other, m + 5 * PG, 16);
+	printf("read into past the end: %zd %s\n", n, n < 0 ? strerror(errno) : "");
+	printf("pwrite across the end: %zd\n", pwrite(other, m + 4 * PG - 8, 16, 0));
+	munmap(m, 6 * PG);
+	close(other);
+	close(fd);
 
 	/* refusals and private maps */
 	fd = open(file(b, "g"), O_RDWR | O_CREAT, 0644);
