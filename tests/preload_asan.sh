@@ -16,9 +16,11 @@ tag=$$
 ref=/dev/shm/kura-asan-ref-$tag pool=/dev/shm/kura-asan-$tag.pool
 trap 'rm -rf "$ref" "$pool"' EXIT
 "$kura" mkfs "$pool" --size 64M >/dev/null
-# notify_events.c and dnotify.c: change notification (src/preload/notify*.c),
+# badbuffers.c: EFAULT for buffers the program does not have (the layer
+# probes them before the engine copies); notify_events.c and dnotify.c:
+# change notification (src/preload/notify*.c),
 # the watcher thread included.
-for prog in shared_maps notify_events dnotify; do
+for prog in shared_maps badbuffers notify_events dnotify; do
 	exe=$scratch/$prog
 	gcc -O2 -o "$exe" "$src/tests/preload/$prog.c"
 	rm -rf "$ref"

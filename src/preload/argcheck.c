@@ -1,5 +1,6 @@
 /*
- * argcheck.c — path arguments the layer may read.
+ * argcheck.c — path arguments and buffers the layer or the engine may read
+ * or fill (buffers: see "---- buffers" below).
  *
  * The kernel copies a path in with a fault-proof copy and answers EFAULT
  * for unreadable memory and ENAMETOOLONG for PATH_MAX bytes without a NUL.
@@ -104,6 +105,74 @@ int kp_path_arg_or_empty(const char *path, int empty_ok)
 {
 	int r = kp_path_arg(path);
 	return r ? r : !*path && !empty_ok ? -ENOENT : 0;
+}
+
+/* ---- buffers ----
+ *
+ * The engine copies a call's data buffer, and writes its struct stat,
+ * itself; the kernel answers EFAULT for memory a program does not have.
+ * The same probe answers here, with a per-thread cache of ranges found
+ * readable (a program reads and writes through the same few buffers
+ * again and again), forgotten with the pages' cache.  Readable is what
+ * can be told: a read() into memory mapped read-only still faults. */
+
+#define RANGES 8
+
+static __thread struct {
+	unsigned gen, next;
+	uintptr_t lo[RANGES], hi[RANGES];
+} ranges;
+
+/* Pages [first, end) readable one by one, in calls of up to BATCH pages:
+ * the address of the first that is not, or end. */
+static uintptr_t first_unreadable(uintptr_t first, uintptr_t end)
+{
+	enum { BATCH = 64 };
+	char sink[BATCH];
+	struct iovec local = { sink, 0 }, remote[BATCH];
+	pid_t pid = kp_pid ? kp_pid : getpid();
+	for (uintptr_t p = first; p < end;) {
+		size_t n = 0;
+		for (; n < BATCH && p + n * PAGE < end; n++)
+			remote[n] = (struct iovec){ (void *)(p + n * PAGE), 1 };
+		local.iov_len = n;
+		ssize_t r = process_vm_readv(pid, &local, 1, remote, n, 0);
+		if (r < 0 && errno != EFAULT)
+			return end; /* the kernel will not tell (seccomp): as before */
+		if (r < (ssize_t)n)
+			return p + (r > 0 ? (size_t)r : 0) * PAGE;
+		p += n * PAGE;
+	}
+	return end;
+}
+
+size_t kp_mem_readable(const void *buf, size_t len)
+{
+	uintptr_t a = (uintptr_t)buf;
+	if (!len)
+		return 0;
+	if (a + len < a)
+		len = UINTPTR_MAX - a;
+	unsigned gen = __atomic_load_n(&map_gen, __ATOMIC_ACQUIRE);
+	if (ranges.gen != gen) {
+		memset(&ranges, 0, sizeof ranges);
+		ranges.gen = gen;
+	}
+	for (unsigned i = 0; i < RANGES; i++)
+		if (a >= ranges.lo[i] && a + len <= ranges.hi[i])
+			return len;
+	if (a < PAGE || a >= (uintptr_t)1 << 63)
+		return 0;
+	uintptr_t first = a & ~(uintptr_t)(PAGE - 1), end = (a + len + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
+	int er = errno;
+	uintptr_t bad = first_unreadable(first, end);
+	errno = er;
+	if (bad < end)
+		return bad > a ? bad - a : 0;
+	unsigned i = ranges.next++ % RANGES;
+	ranges.lo[i] = first;
+	ranges.hi[i] = end;
+	return len;
 }
 
 /* ---- the calls that can take pages away (map.c has munmap, mprotect and

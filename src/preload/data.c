@@ -44,37 +44,66 @@ static ssize_t group_wrote(struct kp_fd *e, ssize_t n, off_t off)
 
 static void group_iov(const struct iovec *iov, int cnt)
 {
-	for (int i = 0; i < cnt && cnt <= IOV_MAX; i++)
+	if (__builtin_expect(__atomic_load_n(&kp_group_ro_maps, __ATOMIC_RELAXED) == 0, 1) || cnt <= 0 ||
+	    cnt > IOV_MAX || !KP_MEM_OK(iov, (size_t)cnt * sizeof *iov))
+		return;
+	for (int i = 0; i < cnt; i++)
 		kp_group_buffer(iov[i].iov_base, iov[i].iov_len);
 }
 
-/* The part of buf a call may copy (kp_map_buffer): *n shortened to it, or
- * -EFAULT if not even its first byte may be. */
+/* The part of buf a kura call may copy: pages of kura maps the file grew
+ * into mapped in (kp_map_buffer), and up to the first page the program
+ * does not have (kp_mem_readable), where Linux stops with EFAULT. */
+static size_t usable_part(const void *buf, size_t n)
+{
+	n = kp_map_buffer(buf, n);
+	return n ? kp_mem_readable(buf, n) : 0;
+}
+
+/* *n shortened to its usable part, or -EFAULT if not even the first byte
+ * is. */
 static int usable(const void *buf, size_t *n)
 {
-	size_t u = kp_map_buffer(buf, *n);
+	size_t u = usable_part(buf, *n);
 	if (!u && *n)
 		return -EFAULT;
 	*n = u;
 	return 0;
 }
 
+/* What Linux answers for a call of n > 0 bytes none of which the program
+ * has: it finds that out only as it copies, so the descriptor's own
+ * refusal comes first (EBADF, EISDIR...), and a read at or past the end
+ * copies nothing and returns 0; else EFAULT.  off < 0: the offset's. */
+static ssize_t nothing_usable(struct kp_fd *e, off_t off, int wr)
+{
+	kura_fs *fs = FS(e);
+	ssize_t r = wr ? (off < 0 ? kura_write(fs, e->kfd, NULL, 0) : kura_pwrite(fs, e->kfd, NULL, 0, off))
+		       : (off < 0 ? kura_read(fs, e->kfd, NULL, 0) : kura_pread(fs, e->kfd, NULL, 0, off));
+	if (r < 0 || wr)
+		return r < 0 ? r : -EFAULT;
+	struct stat st;
+	off_t at = off < 0 ? kura_lseek(fs, e->kfd, 0, SEEK_CUR) : off;
+	return at >= 0 && kura_fstat(fs, e->kfd, &st) == 0 && at >= st.st_size ? 0 : -EFAULT;
+}
+
 /* The same for a vector: NULL for EFAULT, else the vector to use, which is
- * a copy (*copy, to free), one element shorter or cut short, when a page
- * past a map's end was in it. */
+ * a copy (*copy, to free) that ends at the first element cut short. */
 static const struct iovec *usable_iov(const struct iovec *iov, int *cnt, struct iovec **copy)
 {
 	*copy = NULL;
-	if (__builtin_expect(kp_maps_count() == 0, 1) || *cnt <= 0 || *cnt > IOV_MAX)
+	if (*cnt <= 0 || *cnt > IOV_MAX)
 		return iov;
+	if (!KP_MEM_OK(iov, (size_t)*cnt * sizeof *iov))
+		return NULL;
 	for (int i = 0; i < *cnt; i++) {
-		size_t u = kp_map_prepare(iov[i].iov_base, iov[i].iov_len);
+		size_t u = usable_part(iov[i].iov_base, iov[i].iov_len);
 		if (u == iov[i].iov_len)
 			continue;
 		if (i == 0 && u == 0)
 			return NULL;
 		if (!(*copy = malloc((size_t)(i + 1) * sizeof **copy)))
-			return iov; /* the call then faults as it would have */
+			return NULL;
 		memcpy(*copy, iov, (size_t)(i + 1) * sizeof **copy);
 		(*copy)[i].iov_len = u;
 		*cnt = i + 1;
@@ -97,7 +126,7 @@ KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 		return REAL(read)(fd, buf, n);
 	}
 	if (usable(buf, &n))
-		return kp_ret(-EFAULT);
+		return kp_ret(nothing_usable(e, -1, 0));
 	return kp_ret(kp_noted(e, kura_read(FS(e), e->kfd, buf, n), 1, IN_ACCESS));
 }
 
@@ -119,7 +148,7 @@ KP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	if (!e)
 		return REAL(write)(fd, buf, n);
 	if (usable(buf, &n))
-		return kp_ret(-EFAULT);
+		return kp_ret(nothing_usable(e, -1, 1));
 	int joined = kp_gset_write(e);
 	if (joined)
 		return kp_ret(joined);
@@ -136,7 +165,7 @@ KP_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 	if (!e)
 		return REAL(pread)(fd, buf, n, off);
 	if (usable(buf, &n))
-		return kp_ret(-EFAULT);
+		return kp_ret(nothing_usable(e, off, 0));
 	return kp_ret(kp_noted(e, kura_pread(FS(e), e->kfd, buf, n, off), 1, IN_ACCESS));
 }
 KP_EXPORT ssize_t pread64(int fd, void *buf, size_t n, off_t off) { return pread(fd, buf, n, off); }
@@ -150,7 +179,7 @@ KP_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 	if (!e)
 		return REAL(pwrite)(fd, buf, n, off);
 	if (usable(buf, &n))
-		return kp_ret(-EFAULT);
+		return kp_ret(nothing_usable(e, off, 1));
 	int joined = kp_gset_write(e);
 	if (joined)
 		return kp_ret(joined);

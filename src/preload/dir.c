@@ -259,6 +259,10 @@ KP_EXPORT ssize_t getdents64(int fd, void *buf, size_t n)
 		return REAL(getdents64)(fd, buf, n);
 	if (!e->isdir)
 		return kp_ret(-ENOTDIR);
+	/* Entries go up to the first page the program does not have, as the
+	 * kernel's copy stops there (EFAULT if none fits). */
+	size_t asked = n;
+	n = kp_mem_readable(buf, n);
 	pthread_mutex_lock(kp_tab_lock());
 	int r = attach_stream(e);
 	pthread_mutex_unlock(kp_tab_lock());
@@ -278,7 +282,7 @@ KP_EXPORT ssize_t getdents64(int fd, void *buf, size_t n)
 		if (used + rec > n) {
 			kura_seekdir(e->dir, at); /* give it back for the next call */
 			if (!used)
-				return kp_ret(-EINVAL);
+				return kp_ret(n < asked ? -EFAULT : -EINVAL);
 			break;
 		}
 		struct linux_dirent64 *d = (struct linux_dirent64 *)((char *)buf + used);

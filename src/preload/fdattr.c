@@ -28,7 +28,7 @@
 KP_EXPORT int fstat(int fd, struct stat *st)
 {
 	struct kp_fd *e = kp_get(fd);
-	return e ? (int)kp_ret(kura_fstat(FS(e), e->kfd, st)) : kp_fifo_fstat(fd, st);
+	return e ? (int)kp_ret(KP_OUT(st, sizeof *st) ?: kura_fstat(FS(e), e->kfd, st)) : kp_fifo_fstat(fd, st);
 }
 KP_EXPORT int fstat64(int fd, struct stat64 *st) { return fstat(fd, (struct stat *)st); }
 typedef int (*fxstat_fn)(int, int, struct stat *);
@@ -36,7 +36,7 @@ KP_EXPORT int __fxstat(int ver, int fd, struct stat *st)
 {
 	struct kp_fd *e = kp_get(fd);
 	if (e)
-		return (int)kp_ret(kura_fstat(FS(e), e->kfd, st));
+		return fstat(fd, st);
 	/* x86-64 has one stat layout, the kernel's: what fstat fills */
 	return ver == 1 ? kp_fifo_fstat(fd, st) : REALT(fxstat_fn, "__fxstat")(ver, fd, st);
 }
@@ -55,7 +55,11 @@ KP_EXPORT int fchown(int fd, uid_t u, gid_t g)
 KP_EXPORT int futimens(int fd, const struct timespec t[2])
 {
 	struct kp_fd *e = kp_get(fd);
-	return e ? (int)kp_ret(kp_noted(e, kura_futimens(FS(e), e->kfd, t), 0, IN_ATTRIB)) : REAL(futimens)(fd, t);
+	if (!e)
+		return REAL(futimens)(fd, t);
+	if (t && !KP_MEM_OK(t, 2 * sizeof *t))
+		return (int)kp_ret(-EFAULT);
+	return (int)kp_ret(kp_noted(e, kura_futimens(FS(e), e->kfd, t), 0, IN_ATTRIB));
 }
 KP_EXPORT int futimes(int fd, const struct timeval tv[2])
 {
@@ -63,6 +67,8 @@ KP_EXPORT int futimes(int fd, const struct timeval tv[2])
 	if (!e)
 		return REAL(futimes)(fd, tv);
 	struct timespec ts[2];
+	if (tv && !KP_MEM_OK(tv, 2 * sizeof *tv))
+		return (int)kp_ret(-EFAULT);
 	if (tv) {
 		for (int i = 0; i < 2; i++) {
 			ts[i].tv_sec = tv[i].tv_sec;
@@ -103,7 +109,9 @@ int kp_statvfs_mnt(int m, struct statvfs *sv)
 KP_EXPORT int fstatvfs(int fd, struct statvfs *sv)
 {
 	struct kp_fd *e = kp_get(fd);
-	return e ? kp_statvfs_mnt(e->mnt, sv) : REAL(fstatvfs)(fd, sv);
+	if (!e)
+		return REAL(fstatvfs)(fd, sv);
+	return KP_MEM_OK(sv, sizeof *sv) ? kp_statvfs_mnt(e->mnt, sv) : (int)kp_ret(-EFAULT);
 }
 KP_EXPORT int fstatvfs64(int fd, struct statvfs64 *sv) { return fstatvfs(fd, (struct statvfs *)sv); }
 KP_EXPORT int fstatfs(int fd, struct statfs *sf)
@@ -114,6 +122,8 @@ KP_EXPORT int fstatfs(int fd, struct statfs *sf)
 	struct statvfs sv;
 	if (kp_statvfs_mnt(e->mnt, &sv) < 0)
 		return -1;
+	if (!KP_MEM_OK(sf, sizeof *sf))
+		return (int)kp_ret(-EFAULT);
 	to_statfs(&sv, sf);
 	return 0;
 }

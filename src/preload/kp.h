@@ -107,6 +107,12 @@
  * -ENAMETOOLONG (argcheck.c). */
 int kp_path_arg(const char *path);
 #define KP_PATH_OK(p) (kp_path_arg(p) == 0)
+/* How many bytes of buf, from its start, the program may read: len, or
+ * fewer up to the first page it does not have (argcheck.c). */
+size_t kp_mem_readable(const void *buf, size_t len);
+#define KP_MEM_OK(buf, len) (kp_mem_readable((buf), (len)) == (len))
+/* 0, or -EFAULT for a result buffer of n bytes the program does not have. */
+#define KP_OUT(buf, n) (KP_MEM_OK((buf), (n)) ? 0 : -EFAULT)
 /* kp_path_arg, and -ENOENT for an empty path unless empty_ok. */
 int kp_path_arg_or_empty(const char *path, int empty_ok);
 /* mmap with MAP_FIXED may have replaced readable pages. */

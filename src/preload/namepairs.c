@@ -254,6 +254,18 @@ KP_EXPORT int symlink(const char *target, const char *p)
 	return symlinkat(target, AT_FDCWD, KPATH(kp, p));
 }
 
+/* Up to n bytes of a link's l-byte text into the program's buf: the
+ * count, or -EFAULT for a buffer it does not have. */
+static ssize_t link_out(char *buf, size_t n, const char *s, size_t l)
+{
+	if (l > n)
+		l = n;
+	if (l && !KP_MEM_OK(buf, l))
+		return -EFAULT;
+	memcpy(buf, s, l);
+	return (ssize_t)l;
+}
+
 KP_EXPORT ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t n)
 {
 	int pfd = KP_PATH_OK(path) ? kp_procfd(path) : -1;
@@ -267,11 +279,7 @@ KP_EXPORT ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t n)
 		if (e && e->path && kura_fstat(kp_fs(e->mnt), e->kfd, &st) == 0 && st.st_nlink == 0 &&
 		    snprintf(del, sizeof del, "%s (deleted)", e->path) < (int)sizeof del)
 			s = del;
-		size_t l = strlen(s);
-		if (l > n)
-			l = n;
-		memcpy(buf, s, l);
-		return (ssize_t)l;
+		return kp_ret(link_out(buf, n, s, strlen(s)));
 	}
 	if (KP_PATH_OK(path) && (kp_proc_cwd(path) || kp_proc_exe(path))) {
 		char *cwd = kp_proc_cwd(path) ? kp_vcwd_name() : NULL;
@@ -283,16 +291,17 @@ KP_EXPORT ssize_t readlinkat(int dirfd, const char *path, char *buf, size_t n)
 			return -1;
 		}
 		const char *s = cwd ? cwd : kp_pool_exe;
-		size_t l = strlen(s);
-		memcpy(buf, s, l < n ? l : n);
+		ssize_t r = link_out(buf, n, s, strlen(s));
 		free(cwd);
-		return (ssize_t)(l < n ? l : n);
+		return kp_ret(r);
 	}
 	RESOLVE(dirfd, path, kp);
 	if (kp.where != KP_KURA)
 		return KP_KERNEL_CALL(kp, dirfd, 0, REAL(readlinkat)(KDIR(kp, dirfd), kp.p, buf, n));
 	KFS(kp);
-	return kp_ret(KP_ENGINE(kp, 0, kura_readlinkat(fs, kp.kdirfd, kp.p, buf, n)));
+	char got[PATH_MAX];
+	long r = KP_ENGINE(kp, 0, kura_readlinkat(fs, kp.kdirfd, kp.p, got, n < sizeof got ? n : sizeof got));
+	return kp_ret(r > 0 ? link_out(buf, n, got, (size_t)r) : r);
 }
 KP_EXPORT ssize_t readlink(const char *p, char *buf, size_t n)
 {

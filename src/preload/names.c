@@ -50,8 +50,14 @@ static int kstatat(int dirfd, const char *path, struct stat *st, int flags, int 
 		return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
 					   realf(KDIR(kp, dirfd), kp.p, st, flags));
 	KFS(kp);
-	return (int)kp_ret(KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW),
-				     kura_fstatat(fs, kp.kdirfd, kp.p, st, flags & (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))));
+	/* Into a copy: the kernel answers for the path before it writes the
+	 * result, so EFAULT comes only for a path that stat would answer. */
+	struct stat got;
+	long r = KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW),
+			   kura_fstatat(fs, kp.kdirfd, kp.p, &got, flags & (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH)));
+	if (!r && !(r = KP_OUT(st, sizeof *st)))
+		*st = got;
+	return (int)kp_ret(r);
 }
 
 static int real_fstatat(int d, const char *p, struct stat *st, int fl) { return REAL(fstatat)(d, p, st, fl); }
@@ -93,6 +99,8 @@ KP_EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask, struc
 	}
 	if (r < 0)
 		return r;
+	if (!KP_MEM_OK(sx, sizeof *sx))
+		return (int)kp_ret(-EFAULT);
 	memset(sx, 0, sizeof *sx);
 	sx->stx_mask = STATX_BASIC_STATS;
 	sx->stx_blksize = (uint32_t)st.st_blksize;
@@ -286,12 +294,16 @@ KP_EXPORT int utimensat(int dirfd, const char *path, const struct timespec t[2],
 		return (int)KP_KERNEL_CALL(kp, dirfd, !(flags & AT_SYMLINK_NOFOLLOW),
 					   REAL(utimensat)(KDIR(kp, dirfd), kp.p, t, flags));
 	KFS(kp);
+	if (t && !KP_MEM_OK(t, 2 * sizeof *t)) /* copied in before the path is looked at */
+		return (int)kp_ret(-EFAULT);
 	return (int)kp_ret(NOTED_AT(kp, KP_ENGINE(kp, !(flags & AT_SYMLINK_NOFOLLOW), kura_utimensat(fs, kp.kdirfd, kp.p, t, flags)), IN_ATTRIB, KN_BOTH));
 }
 
 static int tv_utimes(int dirfd, const char *p, const struct timeval tv[2], int flags)
 {
 	struct timespec ts[2];
+	if (tv && !KP_MEM_OK(tv, 2 * sizeof *tv))
+		return (int)kp_ret(-EFAULT);
 	if (tv)
 		for (int i = 0; i < 2; i++) {
 			ts[i].tv_sec = tv[i].tv_sec;
@@ -324,6 +336,8 @@ KP_EXPORT int utime(const char *p, const struct utimbuf *ub)
 	RESOLVE(AT_FDCWD, p, kp);
 	if (kp.where != KP_KURA)
 		return (int)KP_KERNEL_CALL(kp, AT_FDCWD, 1, REAL(utime)(kp.p, ub));
+	if (ub && !KP_MEM_OK(ub, sizeof *ub))
+		return (int)kp_ret(-EFAULT);
 	struct timespec ts[2] = { { ub ? ub->actime : 0, 0 }, { ub ? ub->modtime : 0, 0 } };
 	return utimensat(AT_FDCWD, KPATH(kp, p), ub ? ts : NULL, 0);
 }
@@ -352,7 +366,7 @@ KP_EXPORT int statvfs(const char *p, struct statvfs *sv)
 	struct stat st;
 	if (kp_ret(KP_ENGINE(kp, 1, kura_fstatat(fs, kp.kdirfd, kp.p, &st, 0))) < 0)
 		return -1;
-	return kp_statvfs_mnt(kp.mnt, sv);
+	return KP_MEM_OK(sv, sizeof *sv) ? kp_statvfs_mnt(kp.mnt, sv) : (int)kp_ret(-EFAULT);
 }
 KP_EXPORT int statvfs64(const char *p, struct statvfs64 *sv) { return statvfs(p, (struct statvfs *)sv); }
 KP_EXPORT int statfs(const char *p, struct statfs *sf)
@@ -365,6 +379,8 @@ KP_EXPORT int statfs(const char *p, struct statfs *sf)
 	struct statvfs sv;
 	if (kp_ret(KP_ENGINE(kp, 1, kura_fstatat(fs, kp.kdirfd, kp.p, &st, 0))) < 0 || kp_statvfs_mnt(kp.mnt, &sv) < 0)
 		return -1;
+	if (!KP_MEM_OK(sf, sizeof *sf))
+		return (int)kp_ret(-EFAULT);
 	kp_to_statfs(&sv, sf);
 	return 0;
 }

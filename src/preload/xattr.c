@@ -34,6 +34,31 @@ static int name_ok(const char *name)
 
 #define FS_OF(e) (kp_mounts[(e)->mnt].fs)
 
+/* A value setxattr reads: the kernel copies it in first (E2BIG past its
+ * limit, EFAULT if it cannot), before it looks at the path. */
+static int value_ok(const void *value, size_t size)
+{
+	return size && size <= XATTR_SIZE_MAX && !KP_MEM_OK(value, size) ? -EFAULT : 0;
+}
+
+/* The engine's answer into a buffer the program may not have: the size
+ * first, and EFAULT only where Linux would have copied something. */
+static ssize_t get_into(kura_fs *fs, int dirfd, const char *p, const char *name, void *value, size_t size, int flags)
+{
+	if (!size || KP_MEM_OK(value, size))
+		return kura_getxattrat(fs, dirfd, p, name, value, size, flags);
+	ssize_t r = kura_getxattrat(fs, dirfd, p, name, NULL, 0, flags);
+	return r <= 0 ? r : (size_t)r > size ? -ERANGE : -EFAULT;
+}
+
+static ssize_t list_into(kura_fs *fs, int dirfd, const char *p, char *list, size_t size, int flags)
+{
+	if (!size || KP_MEM_OK(list, size))
+		return kura_listxattrat(fs, dirfd, p, list, size, flags);
+	ssize_t r = kura_listxattrat(fs, dirfd, p, NULL, 0, flags);
+	return r <= 0 ? r : (size_t)r > size ? -ERANGE : -EFAULT;
+}
+
 static ssize_t get_at(const char *path, const char *name, void *value, size_t size, int follow)
 {
 	int r = name_ok(name);
@@ -41,7 +66,7 @@ static ssize_t get_at(const char *path, const char *name, void *value, size_t si
 		return kp_ret(r);
 	XATTR_PATH_CALL(path, follow, 0,
 			follow ? REAL(getxattr)(kp.p, name, value, size) : REAL(lgetxattr)(kp.p, name, value, size),
-			kura_getxattrat(fs, kp.kdirfd, kp.p, name, value, size, flags_));
+			get_into(fs, kp.kdirfd, kp.p, name, value, size, flags_));
 }
 KP_EXPORT ssize_t getxattr(const char *path, const char *name, void *value, size_t size)
 {
@@ -57,12 +82,12 @@ KP_EXPORT ssize_t fgetxattr(int fd, const char *name, void *value, size_t size)
 	if (!e)
 		return REAL(fgetxattr)(fd, name, value, size);
 	int r = name_ok(name);
-	return kp_ret(r ? r : kura_getxattrat(FS_OF(e), e->kfd, "", name, value, size, AT_EMPTY_PATH));
+	return kp_ret(r ? r : get_into(FS_OF(e), e->kfd, "", name, value, size, AT_EMPTY_PATH));
 }
 
 static int set_at(const char *path, const char *name, const void *value, size_t size, int xflags, int follow)
 {
-	int r = name_ok(name);
+	int r = name_ok(name) ?: value_ok(value, size);
 	if (r)
 		return (int)kp_ret(r);
 	XATTR_PATH_CALL(path, follow, IN_ATTRIB,
@@ -83,14 +108,14 @@ KP_EXPORT int fsetxattr(int fd, const char *name, const void *value, size_t size
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(fsetxattr)(fd, name, value, size, xflags);
-	int r = name_ok(name);
+	int r = name_ok(name) ?: value_ok(value, size);
 	return (int)kp_ret(r ? r : kp_noted(e, kura_setxattrat(FS_OF(e), e->kfd, "", name, value, size, xflags, AT_EMPTY_PATH), 0, IN_ATTRIB));
 }
 
 static ssize_t list_at(const char *path, char *list, size_t size, int follow)
 {
 	XATTR_PATH_CALL(path, follow, 0, follow ? REAL(listxattr)(kp.p, list, size) : REAL(llistxattr)(kp.p, list, size),
-			kura_listxattrat(fs, kp.kdirfd, kp.p, list, size, flags_));
+			list_into(fs, kp.kdirfd, kp.p, list, size, flags_));
 }
 KP_EXPORT ssize_t listxattr(const char *path, char *list, size_t size)
 {
@@ -105,7 +130,7 @@ KP_EXPORT ssize_t flistxattr(int fd, char *list, size_t size)
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(flistxattr)(fd, list, size);
-	return kp_ret(kura_listxattrat(FS_OF(e), e->kfd, "", list, size, AT_EMPTY_PATH));
+	return kp_ret(list_into(FS_OF(e), e->kfd, "", list, size, AT_EMPTY_PATH));
 }
 
 static int remove_at(const char *path, const char *name, int follow)
