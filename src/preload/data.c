@@ -342,6 +342,8 @@ static ssize_t copy_through(char *buf, size_t cap, int in, off_t *inoff, int out
 /* The buffer on the heap: threads with small stacks call these too. */
 static ssize_t copy_loop(int in, off_t *inoff, int out, off_t *outoff, size_t len)
 {
+	if ((inoff && !KP_MEM_OK(inoff, sizeof *inoff)) || (outoff && !KP_MEM_OK(outoff, sizeof *outoff)))
+		return kp_ret(-EFAULT);
 	char small[512], *big = malloc(65536);
 	ssize_t r = big ? copy_through(big, 65536, in, inoff, out, outoff, len)
 			: copy_through(small, sizeof small, in, inoff, out, outoff, len);

@@ -143,12 +143,22 @@ KP_EXPORT int ioctl(int fd, unsigned long req, ...)
 	if (!e)
 		return REAL(ioctl)(fd, req, arg);
 	if (req == FIONREAD) {
+		if (!KP_MEM_OK(arg, sizeof(int)))
+			return (int)kp_ret(-EFAULT);
 		struct stat st;
 		int r = kura_fstat(FS(e), e->kfd, &st);
 		if (r < 0)
 			return (int)kp_ret(r);
 		off_t pos = kura_lseek(FS(e), e->kfd, 0, SEEK_CUR);
 		*(int *)arg = pos < st.st_size ? (int)(st.st_size - pos) : 0;
+		return 0;
+	}
+	if (req == FIGETBSZ) { /* the block size, which filefrag and others ask for */
+		struct stat st;
+		int r = KP_OUT(arg, sizeof(int)) ?: kura_fstat(FS(e), e->kfd, &st);
+		if (r < 0)
+			return (int)kp_ret(r);
+		*(int *)arg = (int)st.st_blksize;
 		return 0;
 	}
 	if (req == FICLONE || req == FICLONERANGE)

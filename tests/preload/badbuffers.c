@@ -12,7 +12,10 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
@@ -99,5 +102,17 @@ int main(int argc, char **argv)
 	CALL("fgetxattr", fgetxattr(fd, "user.k", bad, 10) == -1 && errno == EOPNOTSUPP ? -1 : fgetxattr(fd, "user.k", bad, 10));
 	CALL("getxattr, buffer too small", getxattr(f, "user.k", bad, 2));
 	CALL("flistxattr", flistxattr(fd, bad, 100));
+	int gd = open(link, O_RDWR);
+	CALL("sendfile, offset bad", sendfile(gd, fd, (off_t *)bad, 5));
+	CALL("copy_file_range, offset bad", copy_file_range(fd, (loff_t *)bad, gd, NULL, 5, 0));
+	CALL("fcntl F_GETLK", fcntl(fd, F_GETLK, bad));
+	CALL("fcntl F_SETLK", fcntl(fd, F_SETLK, bad));
+	CALL("fcntl F_OFD_GETLK", fcntl(fd, F_OFD_GETLK, bad));
+	CALL("ioctl FIONREAD", ioctl(fd, FIONREAD, bad));
+	CALL("ioctl FIGETBSZ", ioctl(fd, FIGETBSZ, bad));
+	int bsz = 0;
+	CALL("ioctl FIGETBSZ, good", ioctl(fd, FIGETBSZ, &bsz) == 0 && bsz > 0 ? 0 : -1);
+	if (chdir(argv[1]) == 0)
+		CALL("getcwd", getcwd(bad, 100) ? 0 : -1);
 	return 0;
 }
