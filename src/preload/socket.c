@@ -59,7 +59,9 @@
 /* The path of a pathname AF_UNIX address (NUL-terminated in path), or 0. */
 static int unix_path(const struct sockaddr *a, socklen_t len, char *path)
 {
-	if (!a || len <= SUN_OFF || a->sa_family != AF_UNIX)
+	/* An address the program does not have is the kernel's to refuse. */
+	if (!a || len <= SUN_OFF || !KP_MEM_OK(a, len < sizeof(struct sockaddr_un) ? len : sizeof(struct sockaddr_un)) ||
+	    a->sa_family != AF_UNIX)
 		return 0;
 	const struct sockaddr_un *u = (const void *)a;
 	size_t n = len - SUN_OFF;
@@ -457,10 +459,17 @@ KP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	return REAL(sendmsg)(fd, &m, flags);
 }
 
+/* What *len says, read only if the program has it (else the kernel's
+ * call answers EFAULT, and nothing is translated). */
+static socklen_t cap_of(const socklen_t *len)
+{
+	return len && KP_MEM_OK(len, sizeof *len) ? *len : 0;
+}
+
 /* getsockname, getpeername and accept share a signature and an answer. */
 static int named(int (*real)(int, struct sockaddr *, socklen_t *), int fd, struct sockaddr *addr, socklen_t *len)
 {
-	socklen_t cap = len ? *len : 0;
+	socklen_t cap = cap_of(len);
 	int r = real(fd, addr, len);
 	if (r >= 0)
 		translate_back(addr, len, cap);
@@ -473,7 +482,7 @@ KP_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len) { return nam
 
 KP_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
-	socklen_t cap = len ? *len : 0;
+	socklen_t cap = cap_of(len);
 	int r = REAL(accept4)(fd, addr, len, flags);
 	if (r >= 0 && addr)
 		translate_back(addr, len, cap);
@@ -482,7 +491,7 @@ KP_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 
 KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr, socklen_t *len)
 {
-	socklen_t cap = len ? *len : 0;
+	socklen_t cap = cap_of(len);
 	ssize_t r = REAL(recvfrom)(fd, buf, n, flags, addr, len);
 	if (r >= 0 && addr)
 		translate_back(addr, len, cap);

@@ -77,8 +77,8 @@ static long file_call(long n, long a, long b, long c, long d, long e, long f, in
 	case SYS_openat: return openat(I(a), P(b), I(c), (mode_t)d);
 	case SYS_openat2: {
 		const struct kp_open_how *how = V(c);
-		if (!how || (size_t)d < sizeof *how || how->resolve) {
-			*served = 0; /* RESOLVE_* rules are the kernel's alone */
+		if (!how || (size_t)d < sizeof *how || !KP_MEM_OK(how, sizeof *how) || how->resolve) {
+			*served = 0; /* RESOLVE_* rules are the kernel's alone, and so is a bad how */
 			return 0;
 		}
 		return openat(I(a), P(b), (int)how->flags, (mode_t)how->mode);

@@ -16,6 +16,9 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/statvfs.h>
@@ -112,6 +115,11 @@ int main(int argc, char **argv)
 	CALL("ioctl FIGETBSZ", ioctl(fd, FIGETBSZ, bad));
 	int bsz = 0;
 	CALL("ioctl FIGETBSZ, good", ioctl(fd, FIGETBSZ, &bsz) == 0 && bsz > 0 ? 0 : -1);
+	int sock = socket(AF_UNIX, SOCK_STREAM, 0);
+	CALL("bind, address bad", bind(sock, (struct sockaddr *)bad, sizeof(struct sockaddr_un)));
+	CALL("connect, address bad", connect(sock, (struct sockaddr *)bad, sizeof(struct sockaddr_un)));
+	CALL("accept, length bad", accept(sock, (struct sockaddr *)two, (socklen_t *)bad));
+	CALL("openat2, how bad", syscall(SYS_openat2, AT_FDCWD, f, bad, 24));
 	if (chdir(argv[1]) == 0)
 		CALL("getcwd", getcwd(bad, 100) ? 0 : -1);
 	return 0;
