@@ -154,10 +154,11 @@ static inline void kp_group_buffer(void *buf, size_t len)
 		kp_group_prepare(buf, len);
 }
 void kp_install_segv_handler(void);
-/* mapsync.c: before the engine or the kernel copies to or from buf, pages
- * of this process's kura maps there that came within the file are mapped
- * in; the bytes before the first page still past the file's end are the
- * ones the call may use (the rest would fault: EFAULT, as Linux). */
+/* mapsync.c: before the engine copies to or from buf, pages of this
+ * process's kura maps there that came within the file (or are holes of a
+ * lazy map) are mapped in; the bytes before the first page still past the
+ * file's end are the ones the call may use (the rest would fault: EFAULT,
+ * as Linux). */
 size_t kp_map_prepare(const void *buf, size_t len);
 size_t kp_maps_count(void);
 static inline size_t kp_map_buffer(const void *buf, size_t len)

@@ -20,9 +20,7 @@
  * the file at mmap time that lies within it now (the file grew, in this
  * process or another): the page is mapped and the access repeated.
  *
- * MAP_PRIVATE is a copy of the file taken at mmap time: POSIX leaves open
- * whether later changes to the file show through a private map, so a
- * snapshot is a faithful one.
+ * MAP_PRIVATE is a copy (mapcopy.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -39,9 +37,6 @@
 
 #include "kp.h"
 #include "maptab.h"
-
-#define FS(e) (kp_mounts[(e)->mnt].fs)
-
 
 /* What happens to the stores of a writable map that goes away (munmap,
  * mremap, exec, exit).  Linux keeps them as dirty pages of the file, which
@@ -139,7 +134,15 @@ static int past_eof_fd(void)
 
 /* Covers pages [from, to) of m: pool blocks where the file has them, zeros
  * for holes a read-only mount cannot fill, SIGBUS past the end of the
- * file.  0 or -errno. */
+ * file.  0 or -errno.
+ *
+ * Holes get blocks at mmap, all or none, so that a full pool fails there
+ * rather than at a store.  But a sparse file larger than the pool's free
+ * space maps on Linux, where a hole gets a block at its first store; so
+ * when the blocks do not fit, the map is lazy: its holes raise SIGBUS,
+ * and the handler (or a call about to copy into one, mapsync.c) gives
+ * the touched pages blocks then.  A store into a hole of a full pool is
+ * then a SIGBUS, as on Linux; a read of one takes a block too. */
 static int cover(struct kp_map *m, size_t from, size_t to, int alloc)
 {
 	kura_fs *fs = kp_fs(m->mnt);
@@ -151,7 +154,12 @@ static int cover(struct kp_map *m, size_t from, size_t to, int alloc)
 	uint64_t offs[BATCH];
 	for (size_t p = from; p < to;) {
 		size_t n = to - p < BATCH ? to - p : BATCH;
-		int64_t size = kura_map_blocks(fs, m->ino, m->off / PAGE + p, n, alloc && writable, offs);
+		int fill = writable && (alloc == 2 || (alloc == 1 && !m->lazy_holes));
+		int64_t size = kura_map_blocks(fs, m->ino, m->off / PAGE + p, n, fill, offs);
+		if (size == -ENOSPC && alloc == 1) {
+			m->lazy_holes = 1;
+			size = kura_map_blocks(fs, m->ino, m->off / PAGE + p, n, 0, offs);
+		}
 		if (size < 0)
 			return (int)size;
 		uint64_t end_page = ((uint64_t)size + PAGE - 1) / PAGE;
@@ -165,7 +173,7 @@ static int cover(struct kp_map *m, size_t from, size_t to, int alloc)
 				while (i + run < n && offs[i + run] == offs[i] + run * PAGE)
 					run++;
 				r = REAL(mmap)(at, run * PAGE, m->prot, MAP_SHARED | MAP_FIXED, pool_fd, (off_t)offs[i]);
-			} else if (fpage < end_page) {
+			} else if (fpage < end_page && !(m->lazy_holes && writable)) {
 				while (i + run < n && !offs[i + run] && fpage + run < end_page)
 					run++;
 				r = REAL(mmap)(at, run * PAGE, m->prot, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
@@ -231,14 +239,18 @@ static void *map_shared(void *addr, size_t len, int prot, int flags, struct kp_f
 		goto unpin;
 	}
 	kp_map_fixed(); /* a MAP_FIXED map may have replaced readable pages */
-	/* Holes get blocks now, all or none, so that a full pool fails the
-	 * mmap (ENOMEM, as Linux) rather than a store later. */
+	/* Holes get blocks now, all or none; if the pool cannot hold them,
+	 * when they are touched (see cover). */
 	int writable;
 	kura_map_fd(fs, &writable);
 	/* Read before any block is looked up: a truncation after it only
 	 * makes the count stale, never a page unaccounted for. */
 	m.truncs = kura_map_truncations(fs, m.ino);
 	int64_t sized = kura_map_blocks(fs, m.ino, m.off / PAGE, m.len / PAGE, writable, NULL);
+	if (sized == -ENOSPC) {
+		m.lazy_holes = 1;
+		sized = 0;
+	}
 	err = sized < 0 ? (int)sized : cover(&m, 0, m.len / PAGE, 1);
 	if (!err) {
 		pthread_mutex_lock(&maps_lock);
@@ -256,40 +268,6 @@ unpin:
 	return MAP_FAILED;
 }
 
-static void *private_copy(void *addr, size_t len, int prot, int flags, struct kp_fd *e, off_t off)
-{
-	if (off < 0 || (off & (PAGE - 1))) {
-		errno = EINVAL;
-		return MAP_FAILED;
-	}
-	if ((kura_fd_flags(FS(e), e->kfd) & O_ACCMODE) == O_WRONLY) {
-		errno = EACCES;
-		return MAP_FAILED;
-	}
-	void *p = REAL(mmap)(addr, len, PROT_READ | PROT_WRITE, (flags & ~MAP_TYPE) | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return p;
-	size_t done = 0;
-	while (done < len) {
-		ssize_t r = kura_pread(FS(e), e->kfd, (char *)p + done, len - done, off + (off_t)done);
-		if (r < 0) {
-			REAL(munmap)(p, len);
-			errno = (int)-r;
-			return MAP_FAILED;
-		}
-		if (r == 0)
-			break;
-		done += (size_t)r;
-	}
-	if (prot != (PROT_READ | PROT_WRITE) && REAL(mprotect)(p, len, prot) < 0) {
-		int er = errno;
-		REAL(munmap)(p, len);
-		errno = er;
-		return MAP_FAILED;
-	}
-	return p;
-}
-
 KP_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t off)
 {
 	struct kp_fd *e = (flags & MAP_ANONYMOUS) ? NULL : kp_get(fd);
@@ -297,7 +275,7 @@ KP_EXPORT void *mmap(void *addr, size_t len, int prot, int flags, int fd, off_t 
 	if (!e)
 		p = REAL(mmap)(addr, len, prot, flags, fd, off);
 	else if ((flags & MAP_TYPE) == MAP_PRIVATE)
-		p = private_copy(addr, len, prot, flags, e, off);
+		p = kp_map_private_copy(addr, len, prot, flags, e, off);
 	else
 		return map_shared(addr, len, prot, flags, e, off);
 	if (flags & MAP_FIXED)
@@ -469,6 +447,7 @@ static void *remap_kura(struct kp_map *m0, void *old, size_t old_len, size_t new
 				if (grown) {
 					r->len += nlen - plen;
 					r->eof_pages = n.eof_pages; /* the tail is the grown part's */
+					r->lazy_holes |= n.lazy_holes;
 				}
 				int err = grown ? 0 : add_map(&n);
 				pthread_mutex_unlock(&maps_lock);

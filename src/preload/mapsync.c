@@ -144,7 +144,8 @@ int kp_map_fault_in(void *addr)
 			int er = errno;
 			/* Filling a hole takes the pool mutex, which this thread
 			 * may hold if the fault is the layer's own access. */
-			ok = (off || !kp_inside) && kp_map_cover(m, page, upto, 1) == 0;
+			ok = (off || !kp_inside) &&
+			     (kp_map_cover(m, page, upto, 2) == 0 || kp_map_cover(m, page, page + 1, 2) == 0);
 			errno = er;
 		}
 	}
@@ -178,10 +179,11 @@ size_t kp_map_prepare(const void *buf, size_t len)
 	size_t count = kp_maps_count();
 	for (size_t i = 0; i < count; i++) {
 		struct kp_map *m = kp_maps_at(i);
-		size_t npages = m->len / PAGE, eof_from = npages - m->eof_pages;
+		/* A lazy map's holes raise SIGBUS anywhere in it (map.c's cover). */
+		size_t npages = m->len / PAGE, eof_from = m->lazy_holes ? 0 : npages - m->eof_pages;
 		const char *tail = m->addr + eof_from * PAGE, *end = m->addr + m->len;
 		const char *from = lo > tail ? lo : tail, *to = hi < end ? hi : end;
-		if (!m->eof_pages || from >= to)
+		if ((!m->eof_pages && !m->lazy_holes) || from >= to)
 			continue;
 		size_t first = (size_t)(from - m->addr) / PAGE, last = (size_t)(to - m->addr + PAGE - 1) / PAGE;
 		kura_fs *fs = kp_fs(m->mnt);
@@ -189,7 +191,7 @@ size_t kp_map_prepare(const void *buf, size_t len)
 		int64_t size = fs ? kura_map_blocks(fs, m->ino, m->off / PAGE + first, 1, 0, &off) : -1;
 		size_t within = size > 0 && (uint64_t)size > m->off ? ((uint64_t)size - m->off + PAGE - 1) / PAGE : 0;
 		size_t mapped = within < last ? within : last;
-		if (mapped > first && kp_map_cover(m, first, mapped, 1))
+		if (mapped > first && kp_map_cover(m, first, mapped, 2))
 			mapped = first;
 		const char *bad = m->addr + (mapped > first ? mapped : first) * PAGE;
 		if (mapped < last && bad < to) {

@@ -8,6 +8,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define PAGE 4096u
 
@@ -24,6 +25,7 @@ struct kp_map {
 			  * this map could show a kept block (src/mapped.h) */
 	size_t eof_pages; /* its last eof_pages pages are known to raise SIGBUS (0: none known),
 			   * which a truncation then need not cover again */
+	int lazy_holes;   /* holes the pool could not fill at mmap raise SIGBUS until touched (map.c) */
 };
 
 /* The table's lock; trylock spins a while and gives up (a signal handler
@@ -37,8 +39,14 @@ struct kp_map *kp_maps_at(size_t i);
 struct kp_map *kp_maps_find(const void *addr);
 int kp_maps_overlap(const void *addr, size_t len);
 /* With the lock: maps pages [from, to) of m at the file's blocks again;
- * fill_holes gives blocks to holes first (it takes the pool mutex). */
+ * fill_holes gives blocks to holes first (it takes the pool mutex): 1 all
+ * or none, unless the map is lazy (then none), 2 these pages, being
+ * touched, lazy or not. */
 int kp_map_cover(struct kp_map *m, size_t from, size_t to, int fill_holes);
+
+/* mapcopy.c: mmap's MAP_PRIVATE of a kura file. */
+struct kp_fd;
+void *kp_map_private_copy(void *addr, size_t len, int prot, int flags, struct kp_fd *e, off_t off);
 
 /* In mapsig.c's SIGBUS handler: maps the page at addr if it is a map's
  * page that lies within the file now; 1 if it did. */
