@@ -87,29 +87,32 @@ static ssize_t nothing_usable(struct kp_fd *e, off_t off, int wr)
 	return at >= 0 && kura_fstat(fs, e->kfd, &st) == 0 && at >= st.st_size ? 0 : -EFAULT;
 }
 
-/* The same for a vector: NULL for EFAULT, else the vector to use, which is
- * a copy (*copy, to free) that ends at the first element cut short. */
-static const struct iovec *usable_iov(const struct iovec *iov, int *cnt, struct iovec **copy)
+/* The same for a vector: 0 with *v the vector to use, which is a copy
+ * (*copy, to free) ending at the first element cut short when one is, or
+ * -EFAULT (-ENOMEM if the copy cannot be made). */
+static int usable_iov(const struct iovec *iov, int *cnt, const struct iovec **v, struct iovec **copy)
 {
 	*copy = NULL;
+	*v = iov;
 	if (*cnt <= 0 || *cnt > IOV_MAX)
-		return iov;
+		return 0;
 	if (!KP_MEM_OK(iov, (size_t)*cnt * sizeof *iov))
-		return NULL;
+		return -EFAULT;
 	for (int i = 0; i < *cnt; i++) {
 		size_t u = usable_part(iov[i].iov_base, iov[i].iov_len);
 		if (u == iov[i].iov_len)
 			continue;
 		if (i == 0 && u == 0)
-			return NULL;
+			return -EFAULT;
 		if (!(*copy = malloc((size_t)(i + 1) * sizeof **copy)))
-			return NULL;
+			return -ENOMEM;
 		memcpy(*copy, iov, (size_t)(i + 1) * sizeof **copy);
 		(*copy)[i].iov_len = u;
 		*cnt = i + 1;
-		return *copy;
+		*v = *copy;
+		return 0;
 	}
-	return iov;
+	return 0;
 }
 
 KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
@@ -261,9 +264,10 @@ static ssize_t vec(int fd, const struct iovec *iov, int cnt, off_t off, int fl, 
 	if ((call == V_PREADV || call == V_PWRITEV) && off < 0)
 		return kp_ret(-EINVAL);
 	struct iovec *copy;
-	const struct iovec *v = usable_iov(iov, &cnt, &copy);
-	if (!v)
-		return kp_ret(-EFAULT);
+	const struct iovec *v;
+	int bad = usable_iov(iov, &cnt, &v, &copy);
+	if (bad)
+		return kp_ret(bad);
 	/* The RWF_ hints need no work: every kura write is already synchronous. */
 	ssize_t r = kvec(e, v, cnt, call == V_READV || call == V_WRITEV || off < 0 ? -1 : off, wr);
 	if (copy) {
