@@ -45,21 +45,48 @@ static void forget_pages(void)
 	__atomic_add_fetch(&map_gen, 1, __ATOMIC_RELEASE);
 }
 
+/* Pages [first, end) read a byte each, in calls of up to BATCH pages: the
+ * address of the first the program does not have, or end; *untold set
+ * (and end returned) when the kernel will not tell (seccomp, an old
+ * kernel). */
+static uintptr_t first_unreadable(uintptr_t first, uintptr_t end, int *untold)
+{
+	enum { BATCH = 64 };
+	char sink[BATCH];
+	struct iovec local = { sink, 0 }, remote[BATCH];
+	pid_t pid = kp_pid ? kp_pid : getpid();
+	*untold = 0;
+	for (uintptr_t p = first; p < end;) {
+		size_t n = 0;
+		for (; n < BATCH && p + n * PAGE < end; n++)
+			remote[n] = (struct iovec){ (void *)(p + n * PAGE), 1 };
+		local.iov_len = n;
+		ssize_t r = process_vm_readv(pid, &local, 1, remote, n, 0);
+		if (r < 0 && errno != EFAULT) {
+			*untold = 1;
+			return end;
+		}
+		if (r < (ssize_t)n)
+			return p + (r > 0 ? (size_t)r : 0) * PAGE;
+		p += n * PAGE;
+	}
+	return end;
+}
+
 /* 1 readable, 0 not; when the kernel will not tell (seccomp, an old
  * kernel), the string's own system call is the judge: probe with one that
  * reads it and does nothing (an invalid descriptor). */
 static int probe(uintptr_t page, const char *path)
 {
-	char c;
-	struct iovec local = { &c, 1 }, remote = { (void *)page, 1 };
-	ssize_t n = process_vm_readv(kp_pid ? kp_pid : getpid(), &local, 1, &remote, 1, 0);
-	if (n == 1)
-		return 1;
-	if (n < 0 && (errno == ENOSYS || errno == EPERM || errno == ESRCH)) {
+	int untold;
+	if (first_unreadable(page, page + PAGE, &untold) < page + PAGE)
+		return 0;
+	if (untold) {
+		char c;
 		long r = kp_syscall(SYS_readlinkat, -1, path, &c, 1);
 		return !(r < 0 && errno == EFAULT);
 	}
-	return 0;
+	return 1;
 }
 
 static int page_readable(uintptr_t page, const char *path)
@@ -123,29 +150,6 @@ static __thread struct {
 	uintptr_t lo[RANGES], hi[RANGES];
 } ranges;
 
-/* Pages [first, end) readable one by one, in calls of up to BATCH pages:
- * the address of the first that is not, or end. */
-static uintptr_t first_unreadable(uintptr_t first, uintptr_t end)
-{
-	enum { BATCH = 64 };
-	char sink[BATCH];
-	struct iovec local = { sink, 0 }, remote[BATCH];
-	pid_t pid = kp_pid ? kp_pid : getpid();
-	for (uintptr_t p = first; p < end;) {
-		size_t n = 0;
-		for (; n < BATCH && p + n * PAGE < end; n++)
-			remote[n] = (struct iovec){ (void *)(p + n * PAGE), 1 };
-		local.iov_len = n;
-		ssize_t r = process_vm_readv(pid, &local, 1, remote, n, 0);
-		if (r < 0 && errno != EFAULT)
-			return end; /* the kernel will not tell (seccomp): as before */
-		if (r < (ssize_t)n)
-			return p + (r > 0 ? (size_t)r : 0) * PAGE;
-		p += n * PAGE;
-	}
-	return end;
-}
-
 size_t kp_mem_readable(const void *buf, size_t len)
 {
 	uintptr_t a = (uintptr_t)buf;
@@ -164,8 +168,8 @@ size_t kp_mem_readable(const void *buf, size_t len)
 	if (a < PAGE || a >= (uintptr_t)1 << 63)
 		return 0;
 	uintptr_t first = a & ~(uintptr_t)(PAGE - 1), end = (a + len + PAGE - 1) & ~(uintptr_t)(PAGE - 1);
-	int er = errno;
-	uintptr_t bad = first_unreadable(first, end);
+	int er = errno, untold; /* untold: as before the probe, the copy judges */
+	uintptr_t bad = first_unreadable(first, end, &untold);
 	errno = er;
 	if (bad < end)
 		return bad > a ? bad - a : 0;

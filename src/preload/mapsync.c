@@ -120,6 +120,16 @@ void kp_map_truncated(int mnt, uint64_t ino, uint64_t size, uint64_t before, uin
 /* ---- SIGBUS on a page that came within the file (mapsig.c has the
  * handlers) ---- */
 
+/* The first page of m past the end of the file now (pages from `page`
+ * looked at; 0 if the file cannot be asked), and in *off the block of
+ * `page` (0 for a hole or past the end). */
+static size_t file_end_page(kura_fs *fs, const struct kp_map *m, size_t page, uint64_t *off)
+{
+	*off = 0;
+	int64_t size = fs ? kura_map_blocks(fs, m->ino, m->off / PAGE + page, 1, 0, off) : -1;
+	return size > 0 && (uint64_t)size > m->off ? (size_t)(((uint64_t)size - m->off + PAGE - 1) / PAGE) : 0;
+}
+
 /* In the handler: maps the page at addr if it is a map's page that lies
  * within the file now.  the table's lock may be held by the interrupted thread
  * itself, so it is only tried. */
@@ -139,8 +149,7 @@ int kp_map_fault_in(void *addr)
 		 * for the pool mutex this thread holds.  It stays a SIGBUS. */
 		if (fs && kura_in_operation(fs))
 			fs = NULL;
-		int64_t size = fs ? kura_map_blocks(fs, m->ino, m->off / PAGE + page, 1, 0, &off) : -1;
-		if (size > 0 && m->off + (uint64_t)page * PAGE < (uint64_t)size) {
+		if (page < file_end_page(fs, m, page, &off)) {
 			int er = errno;
 			/* Filling a hole takes the pool mutex, which this thread
 			 * may hold if the fault is the layer's own access. */
@@ -186,10 +195,8 @@ size_t kp_map_prepare(const void *buf, size_t len)
 		if ((!m->eof_pages && !m->lazy_holes) || from >= to)
 			continue;
 		size_t first = (size_t)(from - m->addr) / PAGE, last = (size_t)(to - m->addr + PAGE - 1) / PAGE;
-		kura_fs *fs = kp_fs(m->mnt);
 		uint64_t off;
-		int64_t size = fs ? kura_map_blocks(fs, m->ino, m->off / PAGE + first, 1, 0, &off) : -1;
-		size_t within = size > 0 && (uint64_t)size > m->off ? ((uint64_t)size - m->off + PAGE - 1) / PAGE : 0;
+		size_t within = file_end_page(kp_fs(m->mnt), m, first, &off);
 		size_t mapped = within < last ? within : last;
 		if (mapped > first && kp_map_cover(m, first, mapped, 2))
 			mapped = first;
