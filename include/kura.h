@@ -361,6 +361,13 @@ int kura_fchmod(kura_fs *fs, int fd, mode_t mode);
  * unless `nofollow`. */
 int kura_chown(kura_fs *fs, const char *path, uid_t uid, gid_t gid, int nofollow);
 int kura_fchown(kura_fs *fs, int fd, uid_t uid, gid_t gid);
+/* chattr's inode flags (FS_IOC_SETFLAGS, FS_IOC_FSSETXATTR): kura keeps
+ * none, so a file's flags read 0, and setting them to 0 succeeds (the
+ * owner's or CAP_FOWNER's to do; the change time moves, as on Linux).
+ * Any flag is -EOPNOTSUPP, as tmpfs answers for the flags it does not keep:
+ * a file said append-only or immutable that is not would be worse than the
+ * error. */
+int kura_fsetflags(kura_fs *fs, int fd, unsigned flags);
 /* times[0] = atime, times[1] = mtime; NULL means now; UTIME_NOW/UTIME_OMIT
  * honoured as in utimensat(2). */
 int kura_utimens(kura_fs *fs, const char *path, const struct timespec times[2], int nofollow);

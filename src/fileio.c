@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "api.h"
+#include "creds.h"
 #include "group.h"
 #include "inode.h"
 #include "ofile.h"
@@ -301,6 +302,29 @@ int kura_fchown(kura_fs *fs, int fd, uid_t uid, gid_t gid)
 	if (!of)
 		return -EBADF;
 	int err = attr_by_ino(fs, of->ino, 1, 0, uid, gid, NULL);
+	ofile_put(fs, of);
+	return err;
+}
+
+int kura_fsetflags(kura_fs *fs, int fd, unsigned flags)
+{
+	struct ofile *of = ofile_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	/* Linux's order: a read-only file system, the owner, the flags. */
+	int err = fs_begin(fs);
+	if (!err) {
+		const struct kura_inode *ip = ino_get(fs, of->ino);
+		if (!ip)
+			err = -EBADF;
+		else if (!creds_owner(creds_of(fs), ip))
+			err = -EPERM;
+		else if (flags)
+			err = -EOPNOTSUPP;
+		else
+			inode_touch(fs, of->ino, TOUCH_C);
+		err = fs_end(fs, err);
+	}
 	ofile_put(fs, of);
 	return err;
 }

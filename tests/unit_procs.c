@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -41,6 +42,15 @@ static void test_at_calls(kura_fs *fs)
 	CHECK(kura_unlinkat(fs, a, "b", AT_REMOVEDIR) == -ENOTEMPTY, "unlinkat AT_REMOVEDIR of a full dir");
 	CHECK(kura_fchmodat(fs, a, "b/file", 0600, 0) == 0, "fchmodat");
 	CHECK(kura_faccessat(fs, a, "b/file", R_OK, 0) == 0, "faccessat");
+	/* chattr: kura keeps no flag, so setting none works and each flag
+	 * tmpfs keeps is refused rather than ignored. */
+	int ff = kura_openat(fs, a, "b/file", O_RDONLY, 0);
+	CHECK(ff >= 0 && kura_fsetflags(fs, ff, 0) == 0, "fsetflags with no flag");
+	static const unsigned kept_by_tmpfs[] = { FS_APPEND_FL, FS_IMMUTABLE_FL, FS_NODUMP_FL, FS_NOATIME_FL };
+	for (size_t i = 0; i < sizeof kept_by_tmpfs / sizeof *kept_by_tmpfs; i++)
+		CHECK(kura_fsetflags(fs, ff, kept_by_tmpfs[i]) == -EOPNOTSUPP, "fsetflags %#x", kept_by_tmpfs[i]);
+	kura_close(fs, ff);
+	CHECK(kura_fsetflags(fs, ff, 0) == -EBADF, "fsetflags on a closed descriptor");
 
 	/* getpath follows renames of the directory and of its ancestors */
 	int b = kura_openat(fs, a, "b", O_RDONLY | O_DIRECTORY, 0);

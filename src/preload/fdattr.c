@@ -133,6 +133,25 @@ void kp_to_statfs(const struct statvfs *sv, struct statfs *sf) { to_statfs(sv, s
 
 /* ---- ioctl (mmap is map.c's) ---- */
 
+/* chattr: the flags, read in as the kernel reads them; an fsxattr's
+ * extent size hints and project id count as flags too (tmpfs refuses
+ * them alike). */
+static int set_flags(struct kp_fd *e, unsigned long req, const void *arg)
+{
+	unsigned flags;
+	if (req == FS_IOC_SETFLAGS) {
+		if (!KP_MEM_OK(arg, sizeof(int)))
+			return -EFAULT;
+		flags = (unsigned)*(const int *)arg;
+	} else {
+		if (!KP_MEM_OK(arg, sizeof(struct fsxattr)))
+			return -EFAULT;
+		const struct fsxattr *x = arg;
+		flags = x->fsx_xflags | x->fsx_extsize | x->fsx_projid | x->fsx_cowextsize;
+	}
+	return kura_fsetflags(FS(e), e->kfd, flags);
+}
+
 KP_EXPORT int ioctl(int fd, unsigned long req, ...)
 {
 	va_list ap;
@@ -161,6 +180,18 @@ KP_EXPORT int ioctl(int fd, unsigned long req, ...)
 		*(int *)arg = (int)st.st_blksize;
 		return 0;
 	}
+	if (req == FS_IOC_GETFLAGS || req == FS_IOC_FSGETXATTR) {
+		/* Kura keeps no inode flags (kura_fsetflags): lsattr sees none. */
+		size_t n = req == FS_IOC_GETFLAGS ? sizeof(int) : sizeof(struct fsxattr);
+		struct stat st;
+		int r = KP_OUT(arg, n) ?: kura_fstat(FS(e), e->kfd, &st);
+		if (r < 0)
+			return (int)kp_ret(r);
+		memset(arg, 0, n);
+		return 0;
+	}
+	if (req == FS_IOC_SETFLAGS || req == FS_IOC_FSSETXATTR)
+		return (int)kp_ret(set_flags(e, req, arg));
 	if (req == FICLONE || req == FICLONERANGE)
 		return kp_unsupported("ioctl FICLONE", EOPNOTSUPP);
 	int ret;
