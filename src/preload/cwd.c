@@ -332,7 +332,7 @@ KP_EXPORT char *getcwd(char *buf, size_t size)
 		return REAL(getcwd)(buf, size);
 	}
 	size_t l = strlen(now) + 1;
-	int err = buf && size == 0 ? EINVAL : size && l > size ? ERANGE : buf && !KP_MEM_OK(buf, l) ? EFAULT : 0;
+	int err = buf && size == 0 ? EINVAL : size && l > size ? ERANGE : buf && !KP_MEM_FILL_OK(buf, l) ? EFAULT : 0;
 	if (!err && !buf && !(buf = malloc(size > l ? size : l)))
 		err = ENOMEM;
 	if (!err)

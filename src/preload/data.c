@@ -51,20 +51,46 @@ static void group_iov(const struct iovec *iov, int cnt)
 		kp_group_buffer(iov[i].iov_base, iov[i].iov_len);
 }
 
-/* The part of buf a kura call may copy: pages of kura maps the file grew
- * into mapped in (kp_map_buffer), and up to the first page the program
- * does not have (kp_mem_readable), where Linux stops with EFAULT. */
-static size_t usable_part(const void *buf, size_t n)
+/* What is left of the file from off (the offset's when off < 0) for a
+ * read to fill: 0 for a directory, SIZE_MAX when it cannot be told. */
+static size_t bytes_left(struct kp_fd *e, off_t off)
+{
+	struct stat st;
+	off_t at = off < 0 ? kura_lseek(FS(e), e->kfd, 0, SEEK_CUR) : off;
+	if (at < 0 || kura_fstat(FS(e), e->kfd, &st))
+		return SIZE_MAX;
+	return !S_ISREG(st.st_mode) || at >= st.st_size ? 0 : (size_t)(st.st_size - at);
+}
+
+/* The part of buf a kura call may use, where Linux's copy would stop with
+ * EFAULT: pages of kura maps the file grew into are mapped in first
+ * (kp_map_buffer).  A write copies from buf, up to the first page the
+ * program does not have.  A read stores into buf, up to the first page
+ * the program may not store into; only the bytes the file still has for
+ * it are probed (probing stores), counted down in *left (SIZE_MAX - 1:
+ * not asked yet).  A file that grows between the count and the read
+ * fills pages not probed: a race a program has with itself. */
+#define LEFT_UNASKED (SIZE_MAX - 1)
+static size_t usable_part(struct kp_fd *e, off_t off, void *buf, size_t n, int wr, size_t *left)
 {
 	n = kp_map_buffer(buf, n);
-	return n ? kp_mem_readable(buf, n) : 0;
+	if (!n || wr)
+		return n ? kp_mem_readable(buf, n) : 0;
+	if (kp_mem_known_writable(buf, n))
+		return n;
+	if (*left == LEFT_UNASKED)
+		*left = bytes_left(e, off);
+	size_t fills = n < *left ? n : *left;
+	*left -= fills;
+	size_t w = kp_mem_writable(buf, fills);
+	return w < fills ? w : n;
 }
 
 /* *n shortened to its usable part, or -EFAULT if not even the first byte
  * is. */
-static int usable(const void *buf, size_t *n)
+static int usable(struct kp_fd *e, off_t off, const void *buf, size_t *n, int wr)
 {
-	size_t u = usable_part(buf, *n);
+	size_t left = LEFT_UNASKED, u = usable_part(e, off, (void *)buf, *n, wr, &left);
 	if (!u && *n)
 		return -EFAULT;
 	*n = u;
@@ -82,15 +108,14 @@ static ssize_t nothing_usable(struct kp_fd *e, off_t off, int wr)
 		       : (off < 0 ? kura_read(fs, e->kfd, NULL, 0) : kura_pread(fs, e->kfd, NULL, 0, off));
 	if (r < 0 || wr)
 		return r < 0 ? r : -EFAULT;
-	struct stat st;
-	off_t at = off < 0 ? kura_lseek(fs, e->kfd, 0, SEEK_CUR) : off;
-	return at >= 0 && kura_fstat(fs, e->kfd, &st) == 0 && at >= st.st_size ? 0 : -EFAULT;
+	return bytes_left(e, off) == 0 ? 0 : -EFAULT;
 }
 
 /* The same for a vector: 0 with *v the vector to use, which is a copy
  * (*copy, to free) ending at the first element cut short when one is, or
  * -EFAULT (-ENOMEM if the copy cannot be made). */
-static int usable_iov(const struct iovec *iov, int *cnt, const struct iovec **v, struct iovec **copy)
+static int usable_iov(struct kp_fd *e, off_t off, const struct iovec *iov, int *cnt, int wr, const struct iovec **v,
+		      struct iovec **copy)
 {
 	*copy = NULL;
 	*v = iov;
@@ -98,8 +123,9 @@ static int usable_iov(const struct iovec *iov, int *cnt, const struct iovec **v,
 		return 0;
 	if (!KP_MEM_OK(iov, (size_t)*cnt * sizeof *iov))
 		return -EFAULT;
+	size_t left = LEFT_UNASKED;
 	for (int i = 0; i < *cnt; i++) {
-		size_t u = usable_part(iov[i].iov_base, iov[i].iov_len);
+		size_t u = usable_part(e, off, iov[i].iov_base, iov[i].iov_len, wr, &left);
 		if (u == iov[i].iov_len)
 			continue;
 		if (i == 0 && u == 0)
@@ -128,7 +154,7 @@ KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 		}
 		return REAL(read)(fd, buf, n);
 	}
-	if (usable(buf, &n))
+	if (usable(e, -1, buf, &n, 0))
 		return kp_ret(nothing_usable(e, -1, 0));
 	return kp_ret(kp_noted(e, kura_read(FS(e), e->kfd, buf, n), 1, IN_ACCESS));
 }
@@ -150,7 +176,7 @@ KP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(write)(fd, buf, n);
-	if (usable(buf, &n))
+	if (usable(e, -1, buf, &n, 1))
 		return kp_ret(nothing_usable(e, -1, 1));
 	int joined = kp_gset_write(e);
 	if (joined)
@@ -167,7 +193,7 @@ KP_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(pread)(fd, buf, n, off);
-	if (usable(buf, &n))
+	if (usable(e, off, buf, &n, 0))
 		return kp_ret(nothing_usable(e, off, 0));
 	return kp_ret(kp_noted(e, kura_pread(FS(e), e->kfd, buf, n, off), 1, IN_ACCESS));
 }
@@ -181,7 +207,7 @@ KP_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(pwrite)(fd, buf, n, off);
-	if (usable(buf, &n))
+	if (usable(e, off, buf, &n, 1))
 		return kp_ret(nothing_usable(e, off, 1));
 	int joined = kp_gset_write(e);
 	if (joined)
@@ -265,7 +291,7 @@ static ssize_t vec(int fd, const struct iovec *iov, int cnt, off_t off, int fl, 
 		return kp_ret(-EINVAL);
 	struct iovec *copy;
 	const struct iovec *v;
-	int bad = usable_iov(iov, &cnt, &v, &copy);
+	int bad = usable_iov(e, call == V_READV || call == V_WRITEV ? -1 : off, iov, &cnt, wr, &v, &copy);
 	if (bad)
 		return kp_ret(bad);
 	/* The RWF_ hints need no work: every kura write is already synchronous. */
@@ -346,7 +372,7 @@ static ssize_t copy_through(char *buf, size_t cap, int in, off_t *inoff, int out
 /* The buffer on the heap: threads with small stacks call these too. */
 static ssize_t copy_loop(int in, off_t *inoff, int out, off_t *outoff, size_t len)
 {
-	if ((inoff && !KP_MEM_OK(inoff, sizeof *inoff)) || (outoff && !KP_MEM_OK(outoff, sizeof *outoff)))
+	if ((inoff && !KP_MEM_FILL_OK(inoff, sizeof *inoff)) || (outoff && !KP_MEM_FILL_OK(outoff, sizeof *outoff)))
 		return kp_ret(-EFAULT);
 	char small[512], *big = malloc(65536);
 	ssize_t r = big ? copy_through(big, 65536, in, inoff, out, outoff, len)

@@ -259,10 +259,10 @@ KP_EXPORT ssize_t getdents64(int fd, void *buf, size_t n)
 		return REAL(getdents64)(fd, buf, n);
 	if (!e->isdir)
 		return kp_ret(-ENOTDIR);
-	/* Entries go up to the first page the program does not have, as the
+	/* Entries go up to the first page the program may not fill, as the
 	 * kernel's copy stops there (EFAULT if none fits). */
 	size_t asked = n;
-	n = kp_mem_readable(buf, n);
+	n = kp_mem_writable(buf, n);
 	pthread_mutex_lock(kp_tab_lock());
 	int r = attach_stream(e);
 	pthread_mutex_unlock(kp_tab_lock());

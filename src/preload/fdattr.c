@@ -111,7 +111,7 @@ KP_EXPORT int fstatvfs(int fd, struct statvfs *sv)
 	struct kp_fd *e = kp_get(fd);
 	if (!e)
 		return REAL(fstatvfs)(fd, sv);
-	return KP_MEM_OK(sv, sizeof *sv) ? kp_statvfs_mnt(e->mnt, sv) : (int)kp_ret(-EFAULT);
+	return KP_MEM_FILL_OK(sv, sizeof *sv) ? kp_statvfs_mnt(e->mnt, sv) : (int)kp_ret(-EFAULT);
 }
 KP_EXPORT int fstatvfs64(int fd, struct statvfs64 *sv) { return fstatvfs(fd, (struct statvfs *)sv); }
 KP_EXPORT int fstatfs(int fd, struct statfs *sf)
@@ -122,7 +122,7 @@ KP_EXPORT int fstatfs(int fd, struct statfs *sf)
 	struct statvfs sv;
 	if (kp_statvfs_mnt(e->mnt, &sv) < 0)
 		return -1;
-	if (!KP_MEM_OK(sf, sizeof *sf))
+	if (!KP_MEM_FILL_OK(sf, sizeof *sf))
 		return (int)kp_ret(-EFAULT);
 	to_statfs(&sv, sf);
 	return 0;
@@ -162,7 +162,7 @@ KP_EXPORT int ioctl(int fd, unsigned long req, ...)
 	if (!e)
 		return REAL(ioctl)(fd, req, arg);
 	if (req == FIONREAD) {
-		if (!KP_MEM_OK(arg, sizeof(int)))
+		if (!KP_MEM_FILL_OK(arg, sizeof(int)))
 			return (int)kp_ret(-EFAULT);
 		struct stat st;
 		int r = kura_fstat(FS(e), e->kfd, &st);

@@ -444,7 +444,8 @@ static int do_fcntl(int fd, int cmd, void *arg, int is64)
 	case F_OFD_GETLK:
 	case F_OFD_SETLK:
 	case F_OFD_SETLKW:
-		if (!KP_MEM_OK(arg, sizeof(struct flock)))
+		if (cmd == F_GETLK || cmd == F_OFD_GETLK ? !KP_MEM_FILL_OK(arg, sizeof(struct flock))
+							 : !KP_MEM_OK(arg, sizeof(struct flock)))
 			return (int)kp_ret(-EFAULT);
 		return kp_lock_fcntl(fd, e, cmd, arg);
 	case F_NOTIFY:

@@ -111,8 +111,15 @@ int kp_path_arg(const char *path);
  * fewer up to the first page it does not have (argcheck.c). */
 size_t kp_mem_readable(const void *buf, size_t len);
 #define KP_MEM_OK(buf, len) (kp_mem_readable((buf), (len)) == (len))
-/* 0, or -EFAULT for a result buffer of n bytes the program does not have. */
-#define KP_OUT(buf, n) (KP_MEM_OK((buf), (n)) ? 0 : -EFAULT)
+/* The same for storing into buf: len, or fewer up to the first page the
+ * program may not store into.  Probing stores (argcheck.c): pass only
+ * what the call will fill. */
+size_t kp_mem_writable(void *buf, size_t len);
+/* Whether the per-thread cache knows all of buf writable (no probe). */
+int kp_mem_known_writable(const void *buf, size_t len);
+/* 0, or -EFAULT for a result buffer of n bytes the program may not fill. */
+#define KP_MEM_FILL_OK(buf, len) (kp_mem_writable((void *)(buf), (len)) == (len))
+#define KP_OUT(buf, n) (KP_MEM_FILL_OK((buf), (n)) ? 0 : -EFAULT)
 /* kp_path_arg, and -ENOENT for an empty path unless empty_ok. */
 int kp_path_arg_or_empty(const char *path, int empty_ok);
 /* mmap with MAP_FIXED may have replaced readable pages. */

@@ -260,7 +260,7 @@ static ssize_t link_out(char *buf, size_t n, const char *s, size_t l)
 {
 	if (l > n)
 		l = n;
-	if (l && !KP_MEM_OK(buf, l))
+	if (l && !KP_MEM_FILL_OK(buf, l))
 		return -EFAULT;
 	memcpy(buf, s, l);
 	return (ssize_t)l;

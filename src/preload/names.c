@@ -99,7 +99,7 @@ KP_EXPORT int statx(int dirfd, const char *path, int flags, unsigned mask, struc
 	}
 	if (r < 0)
 		return r;
-	if (!KP_MEM_OK(sx, sizeof *sx))
+	if (!KP_MEM_FILL_OK(sx, sizeof *sx))
 		return (int)kp_ret(-EFAULT);
 	memset(sx, 0, sizeof *sx);
 	sx->stx_mask = STATX_BASIC_STATS;
@@ -366,7 +366,7 @@ KP_EXPORT int statvfs(const char *p, struct statvfs *sv)
 	struct stat st;
 	if (kp_ret(KP_ENGINE(kp, 1, kura_fstatat(fs, kp.kdirfd, kp.p, &st, 0))) < 0)
 		return -1;
-	return KP_MEM_OK(sv, sizeof *sv) ? kp_statvfs_mnt(kp.mnt, sv) : (int)kp_ret(-EFAULT);
+	return KP_MEM_FILL_OK(sv, sizeof *sv) ? kp_statvfs_mnt(kp.mnt, sv) : (int)kp_ret(-EFAULT);
 }
 KP_EXPORT int statvfs64(const char *p, struct statvfs64 *sv) { return statvfs(p, (struct statvfs *)sv); }
 KP_EXPORT int statfs(const char *p, struct statfs *sf)
@@ -379,7 +379,7 @@ KP_EXPORT int statfs(const char *p, struct statfs *sf)
 	struct statvfs sv;
 	if (kp_ret(KP_ENGINE(kp, 1, kura_fstatat(fs, kp.kdirfd, kp.p, &st, 0))) < 0 || kp_statvfs_mnt(kp.mnt, &sv) < 0)
 		return -1;
-	if (!KP_MEM_OK(sf, sizeof *sf))
+	if (!KP_MEM_FILL_OK(sf, sizeof *sf))
 		return (int)kp_ret(-EFAULT);
 	kp_to_statfs(&sv, sf);
 	return 0;

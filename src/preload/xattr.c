@@ -45,7 +45,7 @@ static int value_ok(const void *value, size_t size)
  * first, and EFAULT only where Linux would have copied something. */
 static ssize_t get_into(kura_fs *fs, int dirfd, const char *p, const char *name, void *value, size_t size, int flags)
 {
-	if (!size || KP_MEM_OK(value, size))
+	if (!size || KP_MEM_FILL_OK(value, size))
 		return kura_getxattrat(fs, dirfd, p, name, value, size, flags);
 	ssize_t r = kura_getxattrat(fs, dirfd, p, name, NULL, 0, flags);
 	return r <= 0 ? r : (size_t)r > size ? -ERANGE : -EFAULT;
@@ -53,7 +53,7 @@ static ssize_t get_into(kura_fs *fs, int dirfd, const char *p, const char *name,
 
 static ssize_t list_into(kura_fs *fs, int dirfd, const char *p, char *list, size_t size, int flags)
 {
-	if (!size || KP_MEM_OK(list, size))
+	if (!size || KP_MEM_FILL_OK(list, size))
 		return kura_listxattrat(fs, dirfd, p, list, size, flags);
 	ssize_t r = kura_listxattrat(fs, dirfd, p, NULL, 0, flags);
 	return r <= 0 ? r : (size_t)r > size ? -ERANGE : -EFAULT;

@@ -115,6 +115,33 @@ int main(int argc, char **argv)
 	CALL("ioctl FIGETBSZ", ioctl(fd, FIGETBSZ, bad));
 	int bsz = 0;
 	CALL("ioctl FIGETBSZ, good", ioctl(fd, FIGETBSZ, &bsz) == 0 && bsz > 0 ? 0 : -1);
+
+	/* A page the program may read but not store into: the kernel's
+	 * copy into it fails, a copy from it works. */
+	char *rw_ro = mmap(NULL, 2 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (rw_ro == MAP_FAILED || mprotect(rw_ro + PG, PG, PROT_READ))
+		return 1;
+	char *ro = rw_ro + PG;
+	struct iovec into_ro[2] = { { two, 8 }, { ro, 8 } };
+	CALL("read into read-only", (lseek(fd, 0, SEEK_SET), read(fd, ro, 16)));
+	CALL("read into a literal", (lseek(fd, 0, SEEK_SET), read(fd, (char *)"literal", 4)));
+	CALL("pread into read-only at end", pread(fd, ro, 16, sizeof block));
+	CALL("pread into a read-only tail", pread(fd, ro - 100, 200, 0));
+	CALL("preadv, second read-only", preadv(fd, into_ro, 2, 0));
+	CALL("preadv, read-only past end", preadv(fd, into_ro, 2, sizeof block - 8));
+	CALL("pwrite from read-only", pwrite(fd, ro, 16, 0));
+	CALL("fstat into read-only", fstat(fd, (struct stat *)ro));
+	CALL("stat into read-only", stat(f, (struct stat *)ro));
+	CALL("statx into read-only", statx(AT_FDCWD, f, 0, STATX_BASIC_STATS, (struct statx *)ro));
+	CALL("fstatfs into read-only", fstatfs(fd, (struct statfs *)ro));
+	CALL("readlink into read-only", readlink(link, ro, 16));
+	CALL("getdents64 into read-only", getdents64(dfd, ro, 4096));
+	CALL("flistxattr into read-only", flistxattr(fd, ro, 100));
+	CALL("ioctl FIONREAD, read-only", ioctl(fd, FIONREAD, ro));
+	CALL("fcntl F_GETLK, read-only", fcntl(fd, F_GETLK, (struct flock *)ro));
+	CALL("fcntl F_SETLK from read-only", fcntl(fd, F_SETLK, (struct flock *)ro)); /* zeros: F_RDLCK of all */
+	CALL("getcwd into read-only", getcwd(ro, 100) ? 0 : -1);
+
 	int sock = socket(AF_UNIX, SOCK_STREAM, 0);
 	CALL("bind, address bad", bind(sock, (struct sockaddr *)bad, sizeof(struct sockaddr_un)));
 	CALL("connect, address bad", connect(sock, (struct sockaddr *)bad, sizeof(struct sockaddr_un)));
