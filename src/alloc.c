@@ -19,9 +19,22 @@ int alloc_is_used(const struct kura_fs *fs, uint64_t block)
 	return block < fs->nblocks && (bitmap_word(fs, block / 64) >> (block % 64)) & 1;
 }
 
-uint64_t alloc_free_count(const struct kura_fs *fs)
+uint64_t alloc_meta_reserve(uint64_t data_blocks)
 {
-	return fs_state(fs)->free_blocks;
+	return data_blocks / 64 < 256 ? data_blocks / 64 : 256;
+}
+
+uint64_t alloc_free_for_data(const struct kura_fs *fs)
+{
+	uint64_t free = fs_state(fs)->free_blocks;
+	return free > fs->meta_reserve ? free - fs->meta_reserve : 0;
+}
+
+/* Whether a block for `zero`'s use may be taken: metadata may take the
+ * last ones. */
+static int room_for(const struct kura_fs *fs, int zero)
+{
+	return zero == ALLOC_ZEROED ? fs_state(fs)->free_blocks > 0 : alloc_free_for_data(fs) > 0;
 }
 
 static uint64_t claim(struct kura_fs *fs, uint64_t b, uint64_t bits, int zero)
@@ -119,7 +132,7 @@ uint64_t alloc_block(struct kura_fs *fs, int zero)
 	struct tx *t = &fs->tx;
 	if (t->err)
 		return 0;
-	if (fs_state(fs)->free_blocks == 0) {
+	if (!room_for(fs, zero)) {
 		tx_fail(t, -ENOSPC);
 		return 0;
 	}
@@ -133,14 +146,14 @@ uint64_t alloc_block(struct kura_fs *fs, int zero)
 
 uint64_t alloc_cheap_block(struct kura_fs *fs, int zero)
 {
-	if (fs->tx.err || !tx_has_cheap_blocks(&fs->tx) || !fs_state(fs)->free_blocks)
+	if (fs->tx.err || !tx_has_cheap_blocks(&fs->tx) || !room_for(fs, zero))
 		return 0;
 	return near_block(fs, zero);
 }
 
 uint64_t alloc_block_at(struct kura_fs *fs, int zero, uint64_t goal)
 {
-	if (fs->tx.err || !block_valid(fs, goal) || !fs_state(fs)->free_blocks)
+	if (fs->tx.err || !block_valid(fs, goal) || !room_for(fs, zero))
 		return 0;
 	uint64_t bits = bitmap_word(fs, goal / 64);
 	return takeable(fs, goal, bits) ? claim(fs, goal, bits, zero) : 0;
@@ -165,7 +178,7 @@ static int word_all_free(struct kura_fs *fs, uint64_t w)
 uint64_t alloc_block_in_word(struct kura_fs *fs, int zero, unsigned slot)
 {
 	uint64_t nwords = fs->nblocks / 64;
-	if (fs->tx.err || !nwords || slot >= 64)
+	if (fs->tx.err || !nwords || slot >= 64 || !room_for(fs, zero))
 		return alloc_block(fs, zero);
 	uint64_t w = fs->word_hint < nwords ? fs->word_hint : 0;
 	for (unsigned i = 0; i < STRETCH_SCAN && i < nwords; i++, w = w + 1 < nwords ? w + 1 : 0)
@@ -188,7 +201,7 @@ uint64_t alloc_block_in_stretch(struct kura_fs *fs, int zero, unsigned slot, uns
 	uint64_t nwords = fs->nblocks / 64, need = slot / 64 + 1, run = 0, spare = 0;
 	if (need < words)
 		need = words;
-	if (fs->tx.err || !nwords || 2 * need > STRETCH_WORDS)
+	if (fs->tx.err || !nwords || 2 * need > STRETCH_WORDS || !room_for(fs, zero))
 		return alloc_block(fs, zero);
 	uint64_t w = fs->stretch_hint < nwords ? fs->stretch_hint : nwords - 1;
 	for (unsigned i = 0; i < STRETCH_SCAN && i < nwords; i++, w = w ? w - 1 : nwords - 1) {

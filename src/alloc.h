@@ -25,6 +25,20 @@
  *   working copy, whose pages only cache the disk's. */
 enum { ALLOC_FILLED = 0, ALLOC_ZEROED = 1, ALLOC_ZEROED_DATA = 2, ALLOC_UNWRITTEN = 3 };
 
+/* A pool that file data fill must still take a new name: a lock file, a
+ * temporary file, the directory an unpacker makes before it writes, a
+ * rename into a full bucket.  On ext4 the inode tables are set aside at
+ * mkfs and on tmpfs names cost no room, so there a full file system fails
+ * the write that does not fit, not the open.  Kura makes inodes and
+ * buckets from the same blocks as data, so the last meta_reserve free
+ * blocks (1/64 of the pool, at most 1 MiB) go to metadata alone
+ * (ALLOC_ZEROED): data, including what fallocate sets aside, stop short
+ * of them, and statvfs counts them free but not available, as ext4 counts
+ * its reserved blocks. */
+uint64_t alloc_meta_reserve(uint64_t data_blocks);
+/* Free blocks file data may still take. */
+uint64_t alloc_free_for_data(const struct kura_fs *fs);
+
 /* Returns a block filled as `zero` says, or 0 with the transaction
  * failed with -ENOSPC. */
 uint64_t alloc_block(struct kura_fs *fs, int zero);
@@ -48,7 +62,5 @@ void alloc_free(struct kura_fs *fs, uint64_t block);
 void alloc_apply_frees(struct kura_fs *fs);
 void alloc_drop_frees(struct kura_fs *fs);
 int alloc_is_used(const struct kura_fs *fs, uint64_t block);
-/* Blocks that may be needed by an operation that must not fail midway. */
-uint64_t alloc_free_count(const struct kura_fs *fs);
 
 #endif

@@ -507,7 +507,8 @@ int kura_statvfs(kura_fs *fs, struct statvfs *sv)
 	sv->f_bsize = KURA_BLOCK;
 	sv->f_frsize = KURA_BLOCK;
 	sv->f_blocks = fs->nblocks - fs->first_data_block;
-	sv->f_bfree = sv->f_bavail = st->free_blocks;
+	sv->f_bfree = st->free_blocks;
+	sv->f_bavail = alloc_free_for_data(fs);
 	/* Inode slots come from free blocks, 32 to a block: that is the ceiling. */
 	sv->f_ffree = sv->f_favail = st->free_blocks * INODES_PER_BLOCK;
 	sv->f_files = sv->f_ffree + st->nfiles + st->ndirs + st->nsymlinks;

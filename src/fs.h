@@ -38,6 +38,7 @@ struct kura_fs {
 	const struct kura_super *sb; /* as mount read it (a private copy) */
 	uint64_t nblocks;
 	uint64_t first_data_block;
+	uint64_t meta_reserve;       /* free blocks only metadata may take (alloc.h) */
 	int pool_fd;
 	int read_only;
 	int fsync_mode;              /* file back end, KURA_SYNC=fsync: durable at sync, not at return */

@@ -445,7 +445,7 @@ int kura_atomic_map_blocks(kura_fs *fs, int fd, uint64_t fblock, size_t n, int p
 	 * the pool have room to spare: a failure would fail the transaction,
 	 * and with it the first block, which the caller needs. */
 	for (; !err && done < n && fblock + done < end; done++) {
-		if (done && (sp->blocks + 8 > group_max_blocks(fs) || alloc_free_count(fs) < 64))
+		if (done && (sp->blocks + 8 > group_max_blocks(fs) || alloc_free_for_data(fs) < 64))
 			break;
 		if (!(blocks[done] = copy_up(fs, of, fblock + done, 1)))
 			err = fs->tx.err ? fs->tx.err : -EIO;

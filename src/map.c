@@ -198,7 +198,7 @@ static int holes_fit(kura_fs *fs, uint64_t ino, uint64_t first, uint64_t n)
 	uint64_t end = ip ? (ip->size + KURA_BLOCK - 1) >> KURA_BLOCK_SHIFT : 0;
 	for (uint64_t fb = first; fb < first + n && fb < end; fb++)
 		holes += !bmap_get(fs, ip, fb);
-	if (holes && holes + holes / (MAP_FANOUT - 1) + MAP_MAX_HEIGHT > alloc_free_count(fs))
+	if (holes && holes + holes / (MAP_FANOUT - 1) + MAP_MAX_HEIGHT > alloc_free_for_data(fs))
 		err = -ENOSPC;
 	fs_unlock_for_read(fs);
 	return err;

@@ -224,6 +224,7 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 	fs->sb = sb;
 	fs->nblocks = sb->nblocks;
 	fs->first_data_block = sb->first_data_block;
+	fs->meta_reserve = alloc_meta_reserve(sb->nblocks - sb->first_data_block);
 	err = media_map(&fs->m, fs->pool_fd, sb->pool_size, opts->persist, opts->read_only);
 	if (err) {
 		set_error("%s: cannot map pool: %s", path, strerror(-err));
