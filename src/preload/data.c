@@ -67,8 +67,8 @@ static size_t bytes_left(struct kp_fd *e, off_t off)
  * (kp_map_buffer).  A write copies from buf, up to the first page the
  * program does not have.  A read stores into buf, up to the first page
  * the program may not store into; only the bytes the file still has for
- * it are probed (probing stores), counted down in *left (SIZE_MAX - 1:
- * not asked yet).  A file that grows between the count and the read
+ * it are probed (the probe faults pages in), counted down in *left
+ * (SIZE_MAX - 1: not asked yet).  A file that grows between the count and the read
  * fills pages not probed: a race a program has with itself. */
 #define LEFT_UNASKED (SIZE_MAX - 1)
 static size_t usable_part(struct kp_fd *e, off_t off, void *buf, size_t n, int wr, size_t *left)
