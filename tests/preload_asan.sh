@@ -17,10 +17,10 @@ ref=/dev/shm/kura-asan-ref-$tag pool=/dev/shm/kura-asan-$tag.pool
 trap 'rm -rf "$ref" "$pool"' EXIT
 "$kura" mkfs "$pool" --size 64M >/dev/null
 # badbuffers.c: EFAULT for buffers the program does not have (the layer
-# probes them before the engine copies); notify_events.c and dnotify.c:
-# change notification (src/preload/notify*.c),
-# the watcher thread included.
-for prog in shared_maps badbuffers notify_events dnotify; do
+# probes them before the engine copies); notify_events.c, notify_fork.c
+# and dnotify.c: change notification (src/preload/notify*.c), the watcher
+# thread and a forked child's takeover included.
+for prog in shared_maps badbuffers notify_events notify_fork dnotify; do
 	exe=$scratch/$prog
 	gcc -O2 -o "$exe" "$src/tests/preload/$prog.c"
 	rm -rf "$ref"

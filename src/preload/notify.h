@@ -91,6 +91,7 @@ struct inst {
 	dev_t dev;
 	ino_t ino;   /* identity of the program's end of the socketpair */
 	int ufd;     /* the program's descriptor when it became ours */
+	int feeder;  /* dormant (after fork): a pidfd of the process feeding it */
 	int my, kfd; /* our end; the kernel instance */
 	struct watch *w;
 	int nw, cap, nextwd;
@@ -104,7 +105,8 @@ struct inst {
 extern struct inst *kn_insts;
 /* The instance whose program end is the socket st, or NULL. */
 struct inst *kn_find(const struct stat *st);
-/* 1 if st is an instance a parent process feeds (after fork). */
+/* Under kn_mu: 1 if st is an instance another process feeds (after
+ * fork), once any whose feeder has ended are taken over. */
 int kn_inherited_here(const struct stat *st);
 /* The thread looks again at its descriptors and timeout. */
 void kn_kick(void);

@@ -169,6 +169,15 @@ KP_EXPORT int inotify_init(void)
 	return inotify_init1(0);
 }
 
+/* An instance another process feeds: its watches are that process's. */
+static int inherited(const struct stat *st)
+{
+	pthread_mutex_lock(&kn_mu);
+	int r = kn_inherited_here(st);
+	pthread_mutex_unlock(&kn_mu);
+	return r;
+}
+
 KP_EXPORT int inotify_add_watch(int fd, const char *path, uint32_t mask)
 {
 	kp_config();
@@ -196,7 +205,7 @@ KP_EXPORT int inotify_add_watch(int fd, const char *path, uint32_t mask)
 		return (int)kp_ret(-EINVAL);
 	if (REAL(fstat)(fd, &st) < 0)
 		return -1;
-	if (kn_inherited_here(&st))
+	if (inherited(&st))
 		return (int)kp_ret(-EOPNOTSUPP);
 	if (ours && ((r = kp_path_arg(path)) || (r = kp_classify(AT_FDCWD, path, &kp))))
 		return (int)kp_ret(r);
@@ -219,7 +228,7 @@ KP_EXPORT int inotify_rm_watch(int fd, int wd)
 	struct stat st;
 	if (REAL(fstat)(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
 		return REAL(inotify_rm_watch)(fd, wd);
-	if (kn_inherited_here(&st))
+	if (inherited(&st))
 		return (int)kp_ret(-EOPNOTSUPP);
 	pthread_mutex_lock(&kn_mu);
 	struct inst *in = kn_find(&st);

@@ -20,7 +20,15 @@
  *
  * fork: the child shares the socket (the same instance, as the kernel's),
  * fed by the parent's thread; watches cannot be added or removed through
- * it in the child (EOPNOTSUPP).  exec: the new image has no thread and no
+ * it in the child (EOPNOTSUPP).  The child keeps the instance aside,
+ * dormant, with a pidfd of the process feeding it, and takes it over when
+ * that process ends: a daemon sets its watches up and forks, and its
+ * parent exits (inotifywait -d).  A thread of the child waits for that,
+ * and the child's own calls on the instance look first; the child's
+ * thread then feeds it with the watches as they were at the fork, from
+ * takeover_pos (pool events of the feeder's last second or two come
+ * again rather than none being lost).  Without pidfds (Linux 5.3) the child lets the instances go and
+ * they end with the parent.  exec: the new image has no thread and no
  * watches of ours; an instance's descriptor that stays open across the
  * exec (not close-on-exec) keeps our end of the pair open with it, so it
  * reads nothing (EAGAIN, or blocks) rather than end-of-file.  Its kernel
@@ -51,9 +59,14 @@ static uint64_t rpos[KP_MAX_MOUNTS];
 static int ctl = -1; /* eventfd: the thread's set of descriptors changed */
 static int thread_on;
 static unsigned qmax;
-/* After fork: instances the parent feeds. */
-static struct { dev_t dev; ino_t ino; } inherited[16];
-static int ninherited;
+/* After fork: instances another process feeds (see the top), and
+ * whether the thread waiting for their feeders runs.  Where a takeover
+ * starts in each ring: at the fork, and then, while the feeder lives, the
+ * head as the thread saw it a look (a second) before its last: the feeder,
+ * which drains the rings every 100 ms, has delivered what lies before. */
+static struct inst *dormant;
+static int standby_on;
+static uint64_t takeover_pos[KP_MAX_MOUNTS], seen_pos[KP_MAX_MOUNTS];
 
 void kn_kick(void)
 {
@@ -285,6 +298,16 @@ static void forward_kernel(struct inst *in)
 		}
 }
 
+static void free_inst(struct inst *in)
+{
+	REAL(close)(in->my);
+	if (in->kfd >= 0)
+		REAL(close)(in->kfd);
+	free(in->w);
+	free(in->q);
+	free(in);
+}
+
 static void destroy(struct inst *in)
 {
 	for (struct inst **p = &kn_insts; *p; p = &(*p)->next)
@@ -294,12 +317,7 @@ static void destroy(struct inst *in)
 		}
 	while (in->nw)
 		kn_drop_watch(in, 0, 0);
-	REAL(close)(in->my);
-	if (in->kfd >= 0)
-		REAL(close)(in->kfd);
-	free(in->w);
-	free(in->q);
-	free(in);
+	free_inst(in);
 }
 
 static pthread_cond_t watched = PTHREAD_COND_INITIALIZER; /* a first pool watch was made */
@@ -395,30 +413,109 @@ static void *thread_main(void *arg)
 
 static void at_prepare(void) { pthread_mutex_lock(&kn_mu); }
 static void at_parent(void) { pthread_mutex_unlock(&kn_mu); }
+/* Under kn_mu: dormant instances whose feeder has ended become this
+ * process's own. */
+static void take_over_orphans(void)
+{
+	for (struct inst **p = &dormant; *p;) {
+		struct inst *in = *p;
+		struct pollfd pf = { .fd = in->feeder, .events = POLLIN };
+		if (poll(&pf, 1, 0) <= 0) {
+			p = &in->next;
+			continue;
+		}
+		*p = in->next;
+		REAL(close)(in->feeder);
+		in->next = kn_insts;
+		kn_insts = in;
+		for (int i = 0; i < in->nw; i++) {
+			int m = in->w[i].mnt;
+			if (in->w[i].kwd >= 0)
+				continue;
+			int first = !kn_pool_watches[m];
+			if (kn_ref(m)) {
+				kn_drop_watch(in, i--, 1);
+				continue;
+			}
+			if (first)
+				rpos[m] = takeover_pos[m];
+		}
+		kn_start_thread();
+		kn_kick();
+	}
+}
+
+/* The child's thread that waits for the feeders of its dormant instances
+ * to end.  A feeder's pidfd closed by a takeover in between may have its
+ * number reused: the poll times out and looks again. */
+static void *standby_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&kn_mu);
+	while (dormant) {
+		struct pollfd pf[16];
+		nfds_t n = 0;
+		for (struct inst *in = dormant; in && n < 16; in = in->next)
+			pf[n++] = (struct pollfd){ .fd = in->feeder, .events = POLLIN };
+		pthread_mutex_unlock(&kn_mu);
+		int ended = poll(pf, n, 1000);
+		pthread_mutex_lock(&kn_mu);
+		for (int m = 0; !ended && m < KP_MAX_MOUNTS; m++)
+			if (kn_ring_of(m)) {
+				takeover_pos[m] = seen_pos[m];
+				seen_pos[m] = __atomic_load_n(&kn_ring_of(m)->head, __ATOMIC_ACQUIRE);
+			}
+		take_over_orphans();
+	}
+	standby_on = 0;
+	pthread_mutex_unlock(&kn_mu);
+	return NULL;
+}
+
+static void start_standby(void)
+{
+	sigset_t all, old;
+	pthread_t t;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&t, NULL, standby_main, NULL) == 0) {
+		pthread_detach(t);
+		standby_on = 1;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
 static void at_child(void)
 {
-	/* The parent's thread feeds the shared instances; this process
-	 * keeps none of them, nor its dnotify registrations. */
+	/* The parent's thread feeds the instances this process shares with
+	 * it: they wait, dormant, for it to end (see the top).  Events queued
+	 * here are the parent's to send.  dnotify registrations are not
+	 * inherited. */
+	pid_t parent = getppid();
 	while (kn_insts) {
 		struct inst *in = kn_insts;
-		if (ninherited < (int)(sizeof inherited / sizeof inherited[0])) {
-			inherited[ninherited].dev = in->dev;
-			inherited[ninherited++].ino = in->ino;
-		}
 		kn_insts = in->next;
-		REAL(close)(in->my);
-		REAL(close)(in->kfd);
-		free(in->w);
-		free(in->q);
-		free(in);
+		in->feeder = kn_high((int)kp_syscall(SYS_pidfd_open, parent, 0));
+		if (in->feeder < 0) {
+			free_inst(in);
+			continue;
+		}
+		in->qhead = in->qlen = in->qn = in->lastlen = 0;
+		in->next = dormant;
+		dormant = in;
 	}
+	memcpy(takeover_pos, rpos, sizeof rpos);
+	memcpy(seen_pos, rpos, sizeof rpos);
 	kn_dn_child();
 	memset(kn_pool_watches, 0, sizeof kn_pool_watches); /* the parent's slots in the rings stay its own */
 	watched = (pthread_cond_t)PTHREAD_COND_INITIALIZER; /* the parent's waiter may have been waiting on it */
 	thread_on = 0;
+	standby_on = 0;
 	if (ctl >= 0)
 		REAL(close)(ctl);
 	ctl = -1;
+	if (dormant)
+		start_standby();
 	pthread_mutex_unlock(&kn_mu);
 }
 
@@ -502,8 +599,9 @@ struct inst *kn_find(const struct stat *st)
 
 int kn_inherited_here(const struct stat *st)
 {
-	for (int i = 0; i < ninherited; i++)
-		if (inherited[i].dev == st->st_dev && inherited[i].ino == st->st_ino)
+	take_over_orphans();
+	for (struct inst *in = dormant; in; in = in->next)
+		if (in->dev == st->st_dev && in->ino == st->st_ino)
 			return 1;
 	return 0;
 }
