@@ -110,6 +110,13 @@ struct inst *kn_find(const struct stat *st);
 int kn_inherited_here(const struct stat *st);
 /* The thread looks again at its descriptors and timeout. */
 void kn_kick(void);
+/* notify_queue.c: an event packet made in b (its size); one queued for
+ * the program, merged or overflowing as the kernel's; the queue sent as
+ * far as the socket takes; the queue limit read. */
+size_t kn_ev_make(char *b, int wd, uint32_t mask, uint32_t cookie, const char *name, size_t nl);
+void kn_push(struct inst *in, const char *ev, size_t sz);
+void kn_flush(struct inst *in);
+void kn_queue_limit(void);
 /* Watch slot i goes (its IN_IGNORED queued if ignored). */
 void kn_drop_watch(struct inst *in, int i, int ignored);
 int kn_new_wd(struct inst *in);

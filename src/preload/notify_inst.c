@@ -27,8 +27,8 @@
  * and the child's own calls on the instance look first; the child's
  * thread then feeds it with the watches as they were at the fork, from
  * takeover_pos (pool events of the feeder's last second or two come
- * again rather than none being lost).  Without pidfds (Linux 5.3) the child lets the instances go and
- * they end with the parent.  exec: the new image has no thread and no
+ * again rather than none being lost).  Without pidfds (Linux 5.3) the
+ * child lets the instances go and they end with the parent.  exec: the new image has no thread and no
  * watches of ours; an instance's descriptor that stays open across the
  * exec (not close-on-exec) keeps our end of the pair open with it, so it
  * reads nothing (EAGAIN, or blocks) rather than end-of-file.  Its kernel
@@ -41,9 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/futex.h>
-#include <linux/sockios.h>
 #include <sys/eventfd.h>
-#include <sys/ioctl.h>
 #include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -58,7 +56,6 @@ int kn_pool_watches[KP_MAX_MOUNTS]; /* this process's pool watches and dnotify r
 static uint64_t rpos[KP_MAX_MOUNTS];
 static int ctl = -1; /* eventfd: the thread's set of descriptors changed */
 static int thread_on;
-static unsigned qmax;
 /* After fork: instances another process feeds (see the top), and
  * whether the thread waiting for their feeders runs.  Where a takeover
  * starts in each ring: at the fork, and then, while the feeder lives, the
@@ -74,115 +71,6 @@ void kn_kick(void)
 	if (ctl >= 0 && REAL(write)(ctl, &one, sizeof one) < 0) {
 		/* the counter is full: the thread has plenty to wake for */
 	}
-}
-
-/* ---- queueing ---- */
-
-static size_t ev_make(char *b, int wd, uint32_t mask, uint32_t cookie, const char *name, size_t nl)
-{
-	size_t len = nl ? (nl + 1 + EV_SZ - 1) / EV_SZ * EV_SZ : 0;
-	struct inotify_event ev = { .wd = wd, .mask = mask, .cookie = cookie, .len = (uint32_t)len };
-	memcpy(b, &ev, EV_SZ);
-	memset(b + EV_SZ, 0, len);
-	if (nl)
-		memcpy(b + EV_SZ, name, nl);
-	return EV_SZ + len;
-}
-
-static int unread_in_socket(struct inst *in)
-{
-	int n = 0;
-	return ioctl(in->my, SIOCOUTQ, &n) == 0 && n > 0;
-}
-
-static void push(struct inst *in, const char *ev, size_t sz)
-{
-	if ((in->qn || unread_in_socket(in)) && sz == in->lastlen && !memcmp(ev, in->last, sz))
-		return;
-	const struct inotify_event *last = (const void *)in->last;
-	char o[EV_SZ];
-	if (in->qn >= qmax) {
-		if (in->lastlen && last->mask == IN_Q_OVERFLOW && in->qn)
-			return;
-		ev = o;
-		sz = ev_make(o, -1, IN_Q_OVERFLOW, 0, NULL, 0);
-		if (in->qn > qmax) /* the overflow event itself is past the limit */
-			return;
-	}
-	if (in->qhead && in->qhead + in->qlen + sz > in->qcap) {
-		memmove(in->q, in->q + in->qhead, in->qlen);
-		in->qhead = 0;
-	}
-	if (in->qlen + sz > in->qcap) {
-		size_t nc = in->qcap ? in->qcap * 2 : 4096;
-		while (nc < in->qlen + sz)
-			nc *= 2;
-		char *nq = realloc(in->q, nc);
-		if (!nq)
-			return;
-		in->q = nq;
-		in->qcap = nc;
-	}
-	memcpy(in->q + in->qhead + in->qlen, ev, sz);
-	in->qlen += sz;
-	in->qn++;
-	memcpy(in->last, ev, sz);
-	in->lastlen = sz;
-}
-
-static void flush(struct inst *in)
-{
-	while (in->qlen) {
-		const struct inotify_event *ev = (const void *)(in->q + in->qhead);
-		size_t sz = EV_SZ + ev->len;
-		if (send(in->my, ev, sz, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-			return; /* full, or the program closed it: the thread sees which */
-		in->qhead += sz;
-		in->qlen -= sz;
-		in->qn--;
-	}
-	in->qhead = 0;
-}
-
-/* ---- watches ---- */
-
-void kn_drop_watch(struct inst *in, int i, int ignored)
-{
-	struct watch *w = &in->w[i];
-	if (w->kwd < 0) {
-		kn_unref(w->mnt);
-	}
-	if (ignored) {
-		char b[EV_SZ];
-		push(in, b, ev_make(b, w->wd, IN_IGNORED, 0, NULL, 0));
-	}
-	in->w[i] = in->w[--in->nw];
-}
-
-int kn_new_wd(struct inst *in)
-{
-	if (in->nextwd <= 0) /* wrapped, as idr_alloc_cyclic does */
-		in->nextwd = 1;
-	for (;;) {
-		int wd = in->nextwd++, used = 0;
-		for (int i = 0; i < in->nw; i++)
-			used |= in->w[i].wd == wd;
-		if (!used)
-			return wd;
-	}
-}
-
-struct watch *kn_add_slot(struct inst *in)
-{
-	if (in->nw == in->cap) {
-		int nc = in->cap ? in->cap * 2 : 8;
-		struct watch *nw = realloc(in->w, (size_t)nc * sizeof *nw);
-		if (!nw)
-			return NULL;
-		in->w = nw;
-		in->cap = nc;
-	}
-	return &in->w[in->nw++];
 }
 
 /* One record against one instance: first the directory's watches (the
@@ -204,9 +92,9 @@ static void deliver(struct inst *in, int m, const struct kn_rec *r)
 				continue;
 			int self_gone = pass == 1 && (ev & IN_DELETE_SELF);
 			if (ev & w->mask) {
-				size_t sz = ev_make(b, w->wd, r->mask & (w->mask | IN_ISDIR), r->cookie,
+				size_t sz = kn_ev_make(b, w->wd, r->mask & (w->mask | IN_ISDIR), r->cookie,
 						    pass == 0 ? r->name : NULL, pass == 0 ? r->namelen : 0);
-				push(in, b, sz);
+				kn_push(in, b, sz);
 				if (w->mask & IN_ONESHOT)
 					self_gone = 1;
 			}
@@ -223,7 +111,7 @@ static void overflow(int m)
 	for (struct inst *in = kn_insts; in; in = in->next)
 		for (int i = 0; i < in->nw; i++)
 			if (in->w[i].kwd < 0 && in->w[i].mnt == m) {
-				push(in, b, ev_make(b, -1, IN_Q_OVERFLOW, 0, NULL, 0));
+				kn_push(in, b, kn_ev_make(b, -1, IN_Q_OVERFLOW, 0, NULL, 0));
 				break;
 			}
 }
@@ -291,7 +179,7 @@ static void forward_kernel(struct inst *in)
 			if (ev->wd == -1 || i < in->nw) {
 				if (i < in->nw)
 					ev->wd = in->w[i].wd;
-				push(in, (char *)ev, sz);
+				kn_push(in, (char *)ev, sz);
 				if (i < in->nw && (ev->mask & IN_IGNORED))
 					kn_drop_watch(in, i, 0);
 			}
@@ -405,7 +293,7 @@ static void *thread_main(void *arg)
 			if (pf[i].revents & (POLLHUP | POLLERR))
 				destroy(who[i]);
 			else
-				flush(who[i]);
+				kn_flush(who[i]);
 		}
 	}
 	return NULL;
@@ -536,20 +424,7 @@ int kn_start_thread(void)
 	static int atfork_done;
 	if (!atfork_done && pthread_atfork(at_prepare, at_parent, at_child) == 0)
 		atfork_done = 1;
-	if (!qmax) {
-		qmax = 16384;
-		int fd = REAL(open)("/proc/sys/fs/inotify/max_queued_events", O_RDONLY | O_CLOEXEC);
-		char b[32];
-		ssize_t n = fd >= 0 ? REAL(read)(fd, b, sizeof b - 1) : -1;
-		if (fd >= 0)
-			REAL(close)(fd);
-		if (n > 0) {
-			b[n] = 0;
-			long v = strtol(b, NULL, 10);
-			if (v > 0 && v < 1 << 24)
-				qmax = (unsigned)v;
-		}
-	}
+	kn_queue_limit();
 	if (ctl < 0 && (ctl = kn_high(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK))) < 0)
 		return -errno;
 	sigset_t all, old;
