@@ -302,7 +302,8 @@ static void *thread_main(void *arg)
 static void at_prepare(void) { pthread_mutex_lock(&kn_mu); }
 static void at_parent(void) { pthread_mutex_unlock(&kn_mu); }
 /* Under kn_mu: dormant instances whose feeder has ended become this
- * process's own. */
+ * process's own.  One whose pidfd is no longer one (the program closed
+ * it) can no longer tell: it is let go, and ends with its feeder. */
 static void take_over_orphans(void)
 {
 	for (struct inst **p = &dormant; *p;) {
@@ -313,6 +314,10 @@ static void take_over_orphans(void)
 			continue;
 		}
 		*p = in->next;
+		if (pf.revents & POLLNVAL) {
+			free_inst(in);
+			continue;
+		}
 		REAL(close)(in->feeder);
 		in->next = kn_insts;
 		kn_insts = in;
