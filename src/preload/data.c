@@ -42,13 +42,19 @@ static ssize_t group_wrote(struct kp_fd *e, ssize_t n, off_t off)
 	return n;
 }
 
-static void group_iov(const struct iovec *iov, int cnt)
+/* A vector's buffers made ready: pages an atomic group shows read-only
+ * take stores (group), and pages of kura maps are mapped in before a
+ * kernel call (kernel). */
+static void prepare_iov(const struct iovec *iov, int cnt, int group, int kernel)
 {
-	if (__builtin_expect(__atomic_load_n(&kp_group_ro_maps, __ATOMIC_RELAXED) == 0, 1) || cnt <= 0 ||
-	    cnt > IOV_MAX || !KP_MEM_OK(iov, (size_t)cnt * sizeof *iov))
+	if (!(group || kernel) || cnt <= 0 || cnt > IOV_MAX || !KP_MEM_OK(iov, (size_t)cnt * sizeof *iov))
 		return;
-	for (int i = 0; i < cnt; i++)
-		kp_group_buffer(iov[i].iov_base, iov[i].iov_len);
+	for (int i = 0; i < cnt; i++) {
+		if (group)
+			kp_group_buffer(iov[i].iov_base, iov[i].iov_len);
+		if (kernel)
+			kp_map_kernel_buffer(iov[i].iov_base, iov[i].iov_len);
+	}
 }
 
 /* What is left of the file from off (the offset's when off < 0) for a
@@ -152,6 +158,7 @@ KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 			if (served)
 				return r;
 		}
+		kp_map_kernel_buffer(buf, n);
 		return REAL(read)(fd, buf, n);
 	}
 	if (usable(e, -1, buf, &n, 0))
@@ -174,8 +181,10 @@ KP_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
 KP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	struct kp_fd *e = kp_get(fd);
-	if (!e)
+	if (!e) {
+		kp_map_kernel_buffer(buf, n);
 		return REAL(write)(fd, buf, n);
+	}
 	if (usable(e, -1, buf, &n, 1))
 		return kp_ret(nothing_usable(e, -1, 1));
 	int joined = kp_gset_write(e);
@@ -191,8 +200,10 @@ KP_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 {
 	kp_group_buffer(buf, n);
 	struct kp_fd *e = kp_get(fd);
-	if (!e)
+	if (!e) {
+		kp_map_kernel_buffer(buf, n);
 		return REAL(pread)(fd, buf, n, off);
+	}
 	if (usable(e, off, buf, &n, 0))
 		return kp_ret(nothing_usable(e, off, 0));
 	return kp_ret(kp_noted(e, kura_pread(FS(e), e->kfd, buf, n, off), 1, IN_ACCESS));
@@ -205,8 +216,10 @@ KP_EXPORT ssize_t __pread64_chk(int fd, void *buf, size_t n, off_t off, size_t b
 KP_EXPORT ssize_t pwrite(int fd, const void *buf, size_t n, off_t off)
 {
 	struct kp_fd *e = kp_get(fd);
-	if (!e)
+	if (!e) {
+		kp_map_kernel_buffer(buf, n);
 		return REAL(pwrite)(fd, buf, n, off);
+	}
 	if (usable(e, off, buf, &n, 1))
 		return kp_ret(nothing_usable(e, off, 1));
 	int joined = kp_gset_write(e);
@@ -271,9 +284,8 @@ enum vec_call { V_READV, V_WRITEV, V_PREADV, V_PWRITEV, V_PREADV2, V_PWRITEV2 };
 static ssize_t vec(int fd, const struct iovec *iov, int cnt, off_t off, int fl, enum vec_call call)
 {
 	int wr = call == V_WRITEV || call == V_PWRITEV || call == V_PWRITEV2;
-	if (!wr)
-		group_iov(iov, cnt);
 	struct kp_fd *e = kp_get(fd);
+	prepare_iov(iov, cnt, !wr && __atomic_load_n(&kp_group_ro_maps, __ATOMIC_RELAXED), !e && kp_maps_count());
 	if (!e) {
 		if (call == V_READV)
 			return REAL(readv)(fd, iov, cnt);

@@ -172,6 +172,14 @@ static inline size_t kp_map_buffer(const void *buf, size_t len)
 {
 	return __builtin_expect(kp_maps_count() == 0, 1) ? len : kp_map_prepare(buf, len);
 }
+/* The same before a kernel call (a pipe's write, a socket's send) is
+ * handed buf: the kernel judges what it can use. */
+void kp_map_kernel_buffer_slow(const void *buf, size_t len);
+static inline void kp_map_kernel_buffer(const void *buf, size_t len)
+{
+	if (__builtin_expect(kp_maps_count() != 0, 0))
+		kp_map_kernel_buffer_slow(buf, len);
+}
 /* atomic.c: F2FS's atomic-write ioctls on a kura descriptor; 1 if req is
  * one of them (*ret then holds the result), else 0. */
 int kp_atomic_ioctl(struct kp_fd *e, unsigned long req, void *arg, int *ret);

@@ -80,6 +80,14 @@ static struct kp_map *find_map(const void *addr)
 	return NULL;
 }
 
+/* Every change to the table is made under its lock: publishing the maps'
+ * ranges as it is let go keeps mapsync.c's lock-free copy current. */
+static void unlock_maps(void)
+{
+	kp_maps_publish();
+	pthread_mutex_unlock(&maps_lock);
+}
+
 void kp_maps_lock(void)
 {
 	pthread_mutex_lock(&maps_lock);
@@ -93,7 +101,7 @@ int kp_maps_trylock(void)
 }
 void kp_maps_unlock(void)
 {
-	pthread_mutex_unlock(&maps_lock);
+	unlock_maps();
 }
 size_t kp_maps_count(void)
 {
@@ -255,7 +263,7 @@ static void *map_shared(void *addr, size_t len, int prot, int flags, struct kp_f
 	if (!err) {
 		pthread_mutex_lock(&maps_lock);
 		err = add_map(&m);
-		pthread_mutex_unlock(&maps_lock);
+		unlock_maps();
 	}
 	if (!err)
 		return m.addr;
@@ -350,7 +358,7 @@ KP_EXPORT int munmap(void *addr, size_t len)
 		pthread_mutex_lock(&maps_lock);
 		if (kp_maps_overlap(addr, plen))
 			forget_range(addr, plen);
-		pthread_mutex_unlock(&maps_lock);
+		unlock_maps();
 	}
 	kp_map_fixed();
 	return r;
@@ -367,7 +375,7 @@ static int protect_ok(void *addr, size_t len, int prot)
 	for (size_t i = 0; i < nmaps; i++)
 		if ((char *)addr < maps[i].addr + maps[i].len && maps[i].addr < (char *)addr + len && !maps[i].may_write)
 			ok = 0;
-	pthread_mutex_unlock(&maps_lock);
+	unlock_maps();
 	return ok;
 }
 
@@ -377,7 +385,7 @@ static void note_prot(void *addr, size_t len, int prot)
 	for (size_t i = 0; i < nmaps; i++)
 		if ((char *)addr <= maps[i].addr && maps[i].addr + maps[i].len <= (char *)addr + len)
 			maps[i].prot = prot;
-	pthread_mutex_unlock(&maps_lock);
+	unlock_maps();
 }
 
 /* mprotect and pkey_mprotect (with_pkey): the refusal above, the kernel's
@@ -450,7 +458,7 @@ static void *remap_kura(struct kp_map *m0, void *old, size_t old_len, size_t new
 					r->lazy_holes |= n.lazy_holes;
 				}
 				int err = grown ? 0 : add_map(&n);
-				pthread_mutex_unlock(&maps_lock);
+				unlock_maps();
 				if (grown)
 					kura_map_unpin(fs, m.ino); /* the record's pin covers it */
 				if (!err)
@@ -474,7 +482,7 @@ static void *remap_kura(struct kp_map *m0, void *old, size_t old_len, size_t new
 		if ((flags & MREMAP_FIXED) && kp_maps_overlap(n.addr, nlen))
 			forget_range(n.addr, nlen);
 		err = add_map(&n);
-		pthread_mutex_unlock(&maps_lock);
+		unlock_maps();
 	}
 	if (err) {
 		if (n.addr != MAP_FAILED)
@@ -498,7 +506,7 @@ KP_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
 		struct kp_map *m = find_map(old), copy;
 		if (m)
 			copy = *m;
-		pthread_mutex_unlock(&maps_lock);
+		unlock_maps();
 		if (m) {
 			void *r = remap_kura(&copy, old, old_len, new_len, flags, new_addr);
 			kp_map_fixed();
@@ -527,7 +535,7 @@ void kp_map_fork_prepare(void)
 
 void kp_map_fork_done(void)
 {
-	pthread_mutex_unlock(&maps_lock);
+	unlock_maps();
 }
 
 /* exec drops every map; exec_failed takes the pins back. */
@@ -548,7 +556,7 @@ void kp_map_exec(int failed)
 			kura_map_unpin(fs, maps[i].ino);
 		}
 	}
-	pthread_mutex_unlock(&maps_lock);
+	unlock_maps();
 }
 
 /* At exit, exit() or _exit(): the maps' pins go (the kernel drops the
@@ -561,7 +569,7 @@ void kp_map_exit(void)
 		return;
 	for (int i = 0; i < kp_nmounts; i++)
 		if (kp_mounts[i].fs && kura_in_operation(kp_mounts[i].fs)) {
-			pthread_mutex_unlock(&maps_lock);
+			unlock_maps();
 			return;
 		}
 	kp_group_drop_all(0);
@@ -575,5 +583,5 @@ void kp_map_exit(void)
 		kura_map_unpin(fs, maps[i].ino);
 	}
 	nmaps = 0;
-	pthread_mutex_unlock(&maps_lock);
+	unlock_maps();
 }

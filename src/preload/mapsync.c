@@ -210,3 +210,65 @@ size_t kp_map_prepare(const void *buf, size_t len)
 	kp_maps_unlock();
 	return usable;
 }
+
+/* ---- buffers handed to the kernel ----
+ *
+ * A kernel call from or into a page of a kura map that the file grew into
+ * since the mmap faults in the kernel, which answers EFAULT where Linux's
+ * own map would simply hold the page: such pages are mapped in first, as
+ * for kura calls.  But the engine's own reads and writes of the pool and
+ * its journal come through the same wrappers, some with the pool's or the
+ * journal's mutex held, and taking the maps' lock there could deadlock
+ * with a thread that holds it and waits for the pool (kp_map_cover).  So
+ * the maps' ranges are published lock-free as well (a sequence count that
+ * is odd while they are rewritten), and only a buffer that lies in a map
+ * takes the lock: the engine's never do.  Past PUBLISHED maps, or while a
+ * rewrite cannot be waited out (a signal handler interrupting it), the
+ * kernel is handed the buffer as it is. */
+#define PUBLISHED 64
+static struct { uintptr_t lo, hi; } published[PUBLISHED];
+static unsigned npublished; /* PUBLISHED + 1: more maps than that */
+static unsigned publish_seq;
+
+void kp_maps_publish(void)
+{
+	size_t n = kp_maps_count();
+	unsigned seq = __atomic_load_n(&publish_seq, __ATOMIC_RELAXED);
+	__atomic_store_n(&publish_seq, seq + 1, __ATOMIC_RELAXED);
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	for (size_t i = 0; i < n && i < PUBLISHED; i++) {
+		const struct kp_map *m = kp_maps_at(i);
+		__atomic_store_n(&published[i].lo, (uintptr_t)m->addr, __ATOMIC_RELAXED);
+		__atomic_store_n(&published[i].hi, (uintptr_t)m->addr + m->len, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&npublished, n > PUBLISHED ? PUBLISHED + 1 : (unsigned)n, __ATOMIC_RELAXED);
+	__atomic_store_n(&publish_seq, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* 1 if [lo, hi) meets a kura map, 0 if not, -1 if it cannot be told. */
+static int meets_a_map(uintptr_t lo, uintptr_t hi)
+{
+	for (int tries = 0; tries < 1000; tries++) {
+		unsigned seq = __atomic_load_n(&publish_seq, __ATOMIC_ACQUIRE);
+		if (seq & 1) {
+			__builtin_ia32_pause();
+			continue;
+		}
+		unsigned n = __atomic_load_n(&npublished, __ATOMIC_RELAXED);
+		int met = n > PUBLISHED ? -1 : 0;
+		for (unsigned i = 0; i < n && i < PUBLISHED && !met; i++)
+			met = lo < __atomic_load_n(&published[i].hi, __ATOMIC_RELAXED) &&
+			      __atomic_load_n(&published[i].lo, __ATOMIC_RELAXED) < hi;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(&publish_seq, __ATOMIC_RELAXED) == seq)
+			return met;
+	}
+	return -1;
+}
+
+void kp_map_kernel_buffer_slow(const void *buf, size_t len)
+{
+	uintptr_t lo = (uintptr_t)buf;
+	if (len && lo + len > lo && meets_a_map(lo, lo + len) == 1)
+		(void)kp_map_prepare(buf, len);
+}

@@ -38,6 +38,9 @@ size_t kp_maps_count(void); /* also without it: 0 means no map to look at */
 struct kp_map *kp_maps_at(size_t i);
 struct kp_map *kp_maps_find(const void *addr);
 int kp_maps_overlap(const void *addr, size_t len);
+/* With the lock, as it is let go: the maps' ranges, for the lock-free
+ * look of kp_map_kernel_buffer (mapsync.c). */
+void kp_maps_publish(void);
 /* With the lock: maps pages [from, to) of m at the file's blocks again;
  * fill_holes gives blocks to holes first (it takes the pool mutex): 1 all
  * or none, unless the map is lazy (then none), 2 these pages, being

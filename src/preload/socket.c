@@ -441,6 +441,7 @@ KP_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const str
 	int t = target_of(addr, len, &u, &ulen);
 	if (t < 0)
 		return -1;
+	kp_map_kernel_buffer(buf, n);
 	return t ? REAL(sendto)(fd, buf, n, flags, (struct sockaddr *)&u, ulen) : REAL(sendto)(fd, buf, n, flags, addr, len);
 }
 
@@ -492,8 +493,23 @@ KP_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *addr, socklen_t *len)
 {
 	socklen_t cap = cap_of(len);
+	kp_map_kernel_buffer(buf, n);
 	ssize_t r = REAL(recvfrom)(fd, buf, n, flags, addr, len);
 	if (r >= 0 && addr)
 		translate_back(addr, len, cap);
 	return r;
+}
+
+/* A page of a kura map the file grew into is mapped in before the kernel
+ * is handed it (mapsync.c), as for write and read. */
+KP_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	kp_map_kernel_buffer(buf, n);
+	return REAL(send)(fd, buf, n, flags);
+}
+
+KP_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+	kp_map_kernel_buffer(buf, n);
+	return REAL(recv)(fd, buf, n, flags);
 }
