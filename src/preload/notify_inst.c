@@ -299,8 +299,25 @@ static void *thread_main(void *arg)
 	return NULL;
 }
 
-static void at_prepare(void) { pthread_mutex_lock(&kn_mu); }
-static void at_parent(void) { pthread_mutex_unlock(&kn_mu); }
+/* The forking process's own pidfd, made before the fork: the child's
+ * getppid() may already name a reaper, its parent having exited and been
+ * reaped before the child ran at all. */
+static int fork_pidfd = -1;
+
+static void at_prepare(void)
+{
+	pthread_mutex_lock(&kn_mu);
+	if (kn_insts)
+		fork_pidfd = kn_high((int)kp_syscall(SYS_pidfd_open, getpid(), 0));
+}
+
+static void at_parent(void)
+{
+	if (fork_pidfd >= 0)
+		REAL(close)(fork_pidfd);
+	fork_pidfd = -1;
+	pthread_mutex_unlock(&kn_mu);
+}
 /* Under kn_mu: dormant instances whose feeder has ended become this
  * process's own.  One whose pidfd is no longer one (the program closed
  * it) can no longer tell: it is let go, and ends with its feeder. */
@@ -384,11 +401,10 @@ static void at_child(void)
 	 * it: they wait, dormant, for it to end (see the top).  Events queued
 	 * here are the parent's to send.  dnotify registrations are not
 	 * inherited. */
-	pid_t parent = getppid();
 	while (kn_insts) {
 		struct inst *in = kn_insts;
 		kn_insts = in->next;
-		in->feeder = kn_high((int)kp_syscall(SYS_pidfd_open, parent, 0));
+		in->feeder = fork_pidfd < 0 ? -1 : kn_high(REAL(fcntl)(fork_pidfd, F_DUPFD_CLOEXEC, 3));
 		if (in->feeder < 0) {
 			free_inst(in);
 			continue;
@@ -397,6 +413,9 @@ static void at_child(void)
 		in->next = dormant;
 		dormant = in;
 	}
+	if (fork_pidfd >= 0)
+		REAL(close)(fork_pidfd);
+	fork_pidfd = -1;
 	memcpy(takeover_pos, rpos, sizeof rpos);
 	memcpy(seen_pos, rpos, sizeof rpos);
 	kn_dn_child();

@@ -46,11 +46,11 @@ int main(int argc, char **argv)
 	int wd_a = inotify_add_watch(in, a, IN_CREATE | IN_DELETE);
 	printf("watch a: %s\n", wd_a > 0 ? "made" : strerrorname_np(errno));
 	fflush(stdout);
-	pid_t parent = getpid();
+	/* Made before the fork: the parent may be gone before the child runs. */
+	int pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
 	if (fork() != 0)
 		_exit(0); /* the daemon's parent */
 	/* The child: on once its parent has ended. */
-	int pidfd = (int)syscall(SYS_pidfd_open, parent, 0);
 	struct pollfd pf = { .fd = pidfd, .events = POLLIN };
 	if (pidfd < 0 || poll(&pf, 1, 5000) != 1) {
 		printf("the parent did not end\n");
