@@ -80,8 +80,10 @@ static struct kp_map *find_map(const void *addr)
 	return NULL;
 }
 
-/* Every change to the table is made under its lock: publishing the maps'
- * ranges as it is let go keeps mapsync.c's lock-free copy current. */
+/* After a change to the maps' ranges (a map added, cut, moved or dropped:
+ * add_map, forget_range, remap_kura, exec, exit), the lock is let go here,
+ * which publishes them for mapsync.c's lock-free look.  Other holders of
+ * the lock, which change no range, just let it go. */
 static void unlock_maps(void)
 {
 	kp_maps_publish();
@@ -101,7 +103,7 @@ int kp_maps_trylock(void)
 }
 void kp_maps_unlock(void)
 {
-	unlock_maps();
+	pthread_mutex_unlock(&maps_lock);
 }
 size_t kp_maps_count(void)
 {
@@ -375,7 +377,7 @@ static int protect_ok(void *addr, size_t len, int prot)
 	for (size_t i = 0; i < nmaps; i++)
 		if ((char *)addr < maps[i].addr + maps[i].len && maps[i].addr < (char *)addr + len && !maps[i].may_write)
 			ok = 0;
-	unlock_maps();
+	pthread_mutex_unlock(&maps_lock);
 	return ok;
 }
 
@@ -385,7 +387,7 @@ static void note_prot(void *addr, size_t len, int prot)
 	for (size_t i = 0; i < nmaps; i++)
 		if ((char *)addr <= maps[i].addr && maps[i].addr + maps[i].len <= (char *)addr + len)
 			maps[i].prot = prot;
-	unlock_maps();
+	pthread_mutex_unlock(&maps_lock);
 }
 
 /* mprotect and pkey_mprotect (with_pkey): the refusal above, the kernel's
@@ -506,7 +508,7 @@ KP_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
 		struct kp_map *m = find_map(old), copy;
 		if (m)
 			copy = *m;
-		unlock_maps();
+		pthread_mutex_unlock(&maps_lock);
 		if (m) {
 			void *r = remap_kura(&copy, old, old_len, new_len, flags, new_addr);
 			kp_map_fixed();
@@ -535,7 +537,7 @@ void kp_map_fork_prepare(void)
 
 void kp_map_fork_done(void)
 {
-	unlock_maps();
+	pthread_mutex_unlock(&maps_lock);
 }
 
 /* exec drops every map; exec_failed takes the pins back. */
@@ -569,7 +571,7 @@ void kp_map_exit(void)
 		return;
 	for (int i = 0; i < kp_nmounts; i++)
 		if (kp_mounts[i].fs && kura_in_operation(kp_mounts[i].fs)) {
-			unlock_maps();
+			pthread_mutex_unlock(&maps_lock);
 			return;
 		}
 	kp_group_drop_all(0);

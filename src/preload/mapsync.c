@@ -162,7 +162,7 @@ int kp_map_fault_in(void *addr)
 	return ok;
 }
 
-/* ---- buffers of the read and write family in such pages ---- */
+/* ---- buffers of kura calls in such pages ---- */
 
 /* The engine copies a call's buffer with its pool mutex held, where a page
  * of a map past the file's end as the map last knew it cannot be mapped in
@@ -172,16 +172,16 @@ int kp_map_fault_in(void *addr)
  * still past the end, it copies up to there and fails with EFAULT.  So
  * before the call: pages of the buffer that came within the file are
  * mapped now, and the bytes before the first page still past the end are
- * what the call may use.  Only for kura descriptors: the engine's own
- * writes to its pool file come through the layer's write() too, with the
- * pool mutex held, and must not wait for the table's lock (a thread
- * covering a page holds it and waits for that mutex).  A kernel call from
- * such a page fails with EFAULT (the page shows a memfd past its end),
- * where Linux would map it in first; it does not kill the program. */
+ * what the call may use.  A buffer in no map (the lock-free look below)
+ * does not take the table's lock.  Kernel calls get the same through
+ * kp_map_kernel_buffer, which keeps the engine's own I/O away from that
+ * lock. */
+static int meets_a_map(uintptr_t lo, uintptr_t hi);
+
 size_t kp_map_prepare(const void *buf, size_t len)
 {
 	const char *lo = buf, *hi = lo + len;
-	if (hi < lo || kp_inside)
+	if (hi < lo || kp_inside || meets_a_map((uintptr_t)lo, (uintptr_t)hi) == 0)
 		return len;
 	size_t usable = len;
 	kp_maps_lock();
@@ -269,6 +269,7 @@ static int meets_a_map(uintptr_t lo, uintptr_t hi)
 void kp_map_kernel_buffer_slow(const void *buf, size_t len)
 {
 	uintptr_t lo = (uintptr_t)buf;
+	/* Unlike a kura call's, a buffer that cannot be told is left alone. */
 	if (len && lo + len > lo && meets_a_map(lo, lo + len) == 1)
 		(void)kp_map_prepare(buf, len);
 }
