@@ -101,6 +101,21 @@ struct kura_mount_opts {
  * (the target, or the prefix's parent, joined with the rest of the path),
  * for the caller to hand to the kernel.  Below every -errno (> -4096). */
 #define KURA_ESCAPED (-4096)
+/* Returned (as -EFBIG would be) by a write, truncation or fallocate that
+ * the file size limit of kura_set_fsize_limit refused; the call did
+ * nothing.  A layer serving a process reports EFBIG after sending it
+ * SIGXFSZ, as Linux does for RLIMIT_FSIZE, and for that limit only: a
+ * file past kura's own maximum size is plain -EFBIG, with no signal. */
+#define KURA_XFSZ (-4097)
+/* The process's file size limit (RLIMIT_FSIZE's soft limit), for every
+ * mount, as Linux applies it: a write that starts at or past it fails
+ * with KURA_XFSZ and one that crosses it is cut short at it; a
+ * truncation, and a fallocate other than a hole punch, that would grow a
+ * file past it fail with KURA_XFSZ (with FALLOC_FL_KEEP_SIZE too, as on
+ * tmpfs).  Extended attributes, symlinks and maps are not limited.
+ * UINT64_MAX (the default, RLIM_INFINITY) for none.  Forked children
+ * keep it; a layer sets it anew after exec. */
+void kura_set_fsize_limit(uint64_t limit);
 /* The host path of this thread's last KURA_ESCAPED (until its next one). */
 const char *kura_escaped_path(void);
 /* The host_prefix option for a mount made without it (kura_mount_inherit

@@ -301,7 +301,7 @@ int kura_truncateat(kura_fs *fs, int dirfd, const char *path, off_t length)
 			err = -EISDIR;
 		else if (!S_ISREG(ip->mode))
 			err = -EINVAL;
-		else if ((err = perm_check(fs, ip, W_OK)) == 0)
+		else if ((err = perm_check(fs, ip, W_OK)) == 0 && !(err = fsize_check(ip->size, (uint64_t)length)))
 			err = truncate_ino(fs, w.ino, (uint64_t)length);
 	}
 	return fs_end(fs, err);

@@ -22,6 +22,35 @@
 #include "ofile.h"
 #include "super.h"
 
+/* ---- the process's file size limit ---------------------------------------- */
+
+/* RLIMIT_FSIZE as the layer last read it is media_fsize_limit: one
+ * process-wide value, as the kernel's is, read with a relaxed load on
+ * every write (what the common RLIM_INFINITY costs). */
+void kura_set_fsize_limit(uint64_t limit)
+{
+	__atomic_store_n(&media_fsize_limit, limit, __ATOMIC_RELAXED);
+}
+
+int fsize_check(uint64_t size, uint64_t end)
+{
+	return end > size && end > __atomic_load_n(&media_fsize_limit, __ATOMIC_RELAXED) ? KURA_XFSZ : 0;
+}
+
+/* Linux's generic_write_check_limits: a write that starts at or past the
+ * limit fails, one that crosses it is cut short.  off + *count cannot
+ * wrap: both are below 2^63. */
+static inline int fsize_cut(uint64_t off, size_t *count)
+{
+	uint64_t limit = __atomic_load_n(&media_fsize_limit, __ATOMIC_RELAXED);
+	if (__builtin_expect(off + *count <= limit, 1))
+		return 0;
+	if (off >= limit)
+		return KURA_XFSZ;
+	*count = (size_t)(limit - off);
+	return 0;
+}
+
 /* ---- data ---------------------------------------------------------------- */
 
 static ssize_t read_at(struct kura_fs *fs, struct ofile *of, void *buf, size_t count, uint64_t off)
@@ -65,12 +94,17 @@ static ssize_t write_at(struct kura_fs *fs, struct ofile *of, const void *buf, s
 		int64_t size = group_size(fs, of);
 		if (append && size >= 0)
 			*off = (uint64_t)size;
-		ret = size < 0 ? size : group_write(fs, of, buf, count, *off);
+		ret = size < 0 ? size : fsize_cut(*off, &count);
+		if (!ret)
+			ret = group_write(fs, of, buf, count, *off);
 	} else {
 		if (append)
 			*off = ip->size;
-		kill_privs(fs, of->ino, ip);
-		ret = inode_write(fs, of->ino, buf, count, *off);
+		ret = fsize_cut(*off, &count);
+		if (!ret) {
+			kill_privs(fs, of->ino, ip);
+			ret = inode_write(fs, of->ino, buf, count, *off);
+		}
 	}
 	int end = fs_end(fs, ret < 0 ? (int)ret : 0);
 	if (end >= 0 && ret > 0 && !group && (of->flags & (O_SYNC | O_DSYNC)))
@@ -197,6 +231,14 @@ static int regular_writable(struct kura_fs *fs, struct ofile *of)
 	return 0;
 }
 
+/* fsize_check against the size the description sees (its group's view,
+ * or the file's), for a file regular_writable passed. */
+static int grows_past_limit(struct kura_fs *fs, struct ofile *of, uint64_t end)
+{
+	int64_t size = group_open(of) ? group_size(fs, of) : (int64_t)ino_get(fs, of->ino)->size;
+	return size < 0 ? (int)size : fsize_check((uint64_t)size, end);
+}
+
 int kura_ftruncate(kura_fs *fs, int fd, off_t length)
 {
 	if (length < 0)
@@ -208,6 +250,8 @@ int kura_ftruncate(kura_fs *fs, int fd, off_t length)
 	if (!err) {
 		/* Linux: EINVAL for anything not a regular file open for writing. */
 		err = regular_writable(fs, of) ? -EINVAL : 0;
+		if (!err)
+			err = grows_past_limit(fs, of, (uint64_t)length);
 		if (!err && group_open(of))
 			err = group_truncate(fs, of, (uint64_t)length);
 		else if (!err)
@@ -235,6 +279,12 @@ int kura_fallocate(kura_fs *fs, int fd, int mode, off_t offset, off_t len)
 	int err = fs_begin(fs);
 	if (!err) {
 		err = regular_writable(fs, of);
+		/* As tmpfs (shmem_fallocate), with FALLOC_FL_KEEP_SIZE too: the
+		 * space is taken all the same.  Past kura's maximum size the
+		 * plain EFBIG comes first, as vfs_fallocate's. */
+		uint64_t end = (uint64_t)offset + (uint64_t)len;
+		if (!err && !(mode & FALLOC_FL_PUNCH_HOLE) && end <= KURA_MAX_FILE_SIZE)
+			err = grows_past_limit(fs, of, end);
 		if (!err && group_open(of)) {
 			err = group_fallocate(fs, of, mode, (uint64_t)offset, (uint64_t)len);
 		} else if (!err) {

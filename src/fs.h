@@ -107,6 +107,11 @@ static inline const void *block_ptr(const struct kura_fs *fs, uint64_t b)
 uint32_t super_version(const struct kura_fs *fs);
 void super_mark_version(struct kura_fs *fs, uint32_t version);
 
+/* Linux's inode_newsize_ok for RLIMIT_FSIZE (kura_set_fsize_limit):
+ * KURA_XFSZ if a file of `size` bytes would grow to `end`, past the
+ * limit; else 0 (fileio.c). */
+int fsize_check(uint64_t size, uint64_t end);
+
 /* Operation brackets (bracket.c). */
 int fs_begin(struct kura_fs *fs);
 int fs_end(struct kura_fs *fs, int ret);

@@ -81,6 +81,12 @@ struct media {
 	int asked_tracer; /* whether the process is traced, once a mount */
 };
 
+/* The process's file size limit (RLIMIT_FSIZE) as kura_set_fsize_limit
+ * last set it, UINT64_MAX for none; atomic.  The kernel refuses this
+ * process's writes of the pool file past it too (with SIGXFSZ), so fresh
+ * blocks there are filled through the map. */
+extern uint64_t media_fsize_limit;
+
 /* Maps fd (size bytes).  Fills *m; returns 0 or -errno. */
 int media_map(struct media *m, int fd, uint64_t size, enum kura_persist want, int read_only);
 void media_unmap(struct media *m);

@@ -220,10 +220,15 @@ void media_warm(struct media *m, uint64_t off)
 		populate(m, off, part);
 }
 
+uint64_t media_fsize_limit = UINT64_MAX;
+
 /* 0, or -1 when the file takes no write(2) (hugetlbfs): the caller
- * stores through the map, now and from then on. */
+ * stores through the map, now and from then on.  Past the file size
+ * limit only this once: the write would fail, but not for good. */
 static int copy_through_file(struct media *m, uint64_t off, const void *src, size_t len)
 {
+	if (off + len > __atomic_load_n(&media_fsize_limit, __ATOMIC_RELAXED))
+		return -1;
 	for (size_t done = 0; done < len;) {
 		ssize_t n = pwrite(m->fd, (const char *)src + done, len - done, (off_t)(off + done));
 		if (n < 0 && errno == EINTR)

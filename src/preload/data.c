@@ -346,9 +346,29 @@ KP_EXPORT off_t lseek64(int fd, off_t off, int whence) { return lseek(fd, off, w
 KP_EXPORT off_t __lseek(int fd, off_t off, int whence) { return lseek(fd, off, whence); }
 off_t kp_lseek(int fd, off_t off, int whence) { return lseek(fd, off, whence); }
 
+/* Writes buf[0, r) at the output; what it wrote, the last call's -1 if
+ * nothing.  sendfile and splice write on after a short write, as the
+ * kernel's splice loop does (at the file size limit that second write
+ * is what sends SIGXFSZ); copy_file_range, whose count Linux cuts to the
+ * limit before it copies, stops at one (stop_short). */
+static ssize_t copy_out(const char *buf, ssize_t r, int out, off_t *outoff, int stop_short)
+{
+	ssize_t w = 0;
+	while (w < r) {
+		ssize_t x = outoff ? pwrite(out, buf + w, (size_t)(r - w), *outoff + w) : write(out, buf + w, (size_t)(r - w));
+		if (x <= 0)
+			return w || x == 0 ? w : -1;
+		w += x;
+		if (stop_short && w < r)
+			break;
+	}
+	return w;
+}
+
 /* Copies between descriptors when one end is kura: a plain loop, since the
  * kernel cannot see kura data.  `inoff`/`outoff` NULL mean the fd offsets. */
-static ssize_t copy_through(char *buf, size_t cap, int in, off_t *inoff, int out, off_t *outoff, size_t len)
+static ssize_t copy_through(char *buf, size_t cap, int in, off_t *inoff, int out, off_t *outoff, size_t len,
+			    int stop_short)
 {
 	size_t done = 0;
 	while (done < len) {
@@ -358,37 +378,35 @@ static ssize_t copy_through(char *buf, size_t cap, int in, off_t *inoff, int out
 			return done ? (ssize_t)done : -1;
 		if (r == 0)
 			break;
-		ssize_t w = 0;
-		while (w < r) {
-			ssize_t x = outoff ? pwrite(out, buf + w, (size_t)(r - w), *outoff + w)
-					   : write(out, buf + w, (size_t)(r - w));
-			if (x < 0) {
-				/* Leave the input where the output stopped. */
-				if (!inoff)
-					lseek(in, -(off_t)(r - w), SEEK_CUR);
-				return done + (size_t)w ? (ssize_t)(done + (size_t)w) : -1;
-			}
-			w += x;
+		ssize_t w = copy_out(buf, r, out, outoff, stop_short);
+		/* Leave the input where the output stopped (and errno as
+		 * the output left it: a pipe refuses the seek). */
+		if (w < r && !inoff) {
+			int e = errno;
+			lseek(in, -(off_t)(r - (w > 0 ? w : 0)), SEEK_CUR);
+			errno = e;
 		}
+		if (w < 0)
+			return done ? (ssize_t)done : -1;
 		if (inoff)
-			*inoff += r;
+			*inoff += w;
 		if (outoff)
-			*outoff += r;
-		done += (size_t)r;
-		if ((size_t)r < n)
+			*outoff += w;
+		done += (size_t)w;
+		if ((size_t)w < n)
 			break;
 	}
 	return (ssize_t)done;
 }
 
 /* The buffer on the heap: threads with small stacks call these too. */
-static ssize_t copy_loop(int in, off_t *inoff, int out, off_t *outoff, size_t len)
+static ssize_t copy_loop(int in, off_t *inoff, int out, off_t *outoff, size_t len, int stop_short)
 {
 	if ((inoff && !KP_MEM_FILL_OK(inoff, sizeof *inoff)) || (outoff && !KP_MEM_FILL_OK(outoff, sizeof *outoff)))
 		return kp_ret(-EFAULT);
 	char small[512], *big = malloc(65536);
-	ssize_t r = big ? copy_through(big, 65536, in, inoff, out, outoff, len)
-			: copy_through(small, sizeof small, in, inoff, out, outoff, len);
+	ssize_t r = big ? copy_through(big, 65536, in, inoff, out, outoff, len, stop_short)
+			: copy_through(small, sizeof small, in, inoff, out, outoff, len, stop_short);
 	int saved = errno;
 	free(big);
 	errno = saved;
@@ -399,7 +417,7 @@ KP_EXPORT ssize_t sendfile(int out, int in, off_t *off, size_t count)
 {
 	if (!kp_get(out) && !kp_get(in))
 		return REAL(sendfile)(out, in, off, count);
-	return copy_loop(in, off, out, NULL, count);
+	return copy_loop(in, off, out, NULL, count, 0);
 }
 KP_EXPORT ssize_t sendfile64(int out, int in, off_t *off, size_t count) { return sendfile(out, in, off, count); }
 
@@ -409,7 +427,7 @@ KP_EXPORT ssize_t copy_file_range(int in, off_t *inoff, int out, off_t *outoff, 
 		return REAL(copy_file_range)(in, inoff, out, outoff, len, flags);
 	if (flags)
 		return kp_ret(-EINVAL);
-	return copy_loop(in, inoff, out, outoff, len);
+	return copy_loop(in, inoff, out, outoff, len, 1);
 }
 
 KP_EXPORT ssize_t splice(int in, off_t *inoff, int out, off_t *outoff, size_t len, unsigned flags)
@@ -417,7 +435,7 @@ KP_EXPORT ssize_t splice(int in, off_t *inoff, int out, off_t *outoff, size_t le
 	if (!kp_get(out) && !kp_get(in))
 		return REAL(splice)(in, inoff, out, outoff, len, flags);
 	/* One end is a pipe (splice's rule); a copy loop moves the same bytes. */
-	return copy_loop(in, inoff, out, outoff, len);
+	return copy_loop(in, inoff, out, outoff, len, 0);
 }
 
 /* ---- size, sync, hints ---- */
@@ -474,7 +492,7 @@ KP_EXPORT int posix_fallocate(int fd, off_t off, off_t len)
 	if (joined)
 		return -joined;
 	int r = (int)kp_noted(e, kura_fallocate(FS(e), e->kfd, 0, off, len), 0, IN_MODIFY);
-	return r < 0 ? -r : 0;
+	return r < 0 ? kp_errno(r) : 0;
 }
 KP_EXPORT int posix_fallocate64(int fd, off_t off, off_t len) { return posix_fallocate(fd, off, len); }
 

@@ -191,13 +191,26 @@ void kp_map_exit(void);
 /* proc.c: at the end of the process, its descriptors and maps let go. */
 void kp_release_all(void);
 
+/* fsize.c: SIGXFSZ to the calling thread, as Linux sends it for a call
+ * that RLIMIT_FSIZE refused (KURA_XFSZ); returns EFBIG, the call's errno. */
+int kp_xfsz(void);
+
+/* The errno of a kura result r < 0: -r, or for kura's own codes below
+ * every errno what Linux would have said (and done). */
+static inline int kp_errno(long r)
+{
+	if (__builtin_expect(r > KURA_ESCAPED, 1))
+		return (int)-r;
+	/* An escape no caller took up: the file is elsewhere, as EXDEV says. */
+	return r == KURA_ESCAPED ? EXDEV : kp_xfsz();
+}
+
 /* Set errno from a kura result (negative errno) and return -1, or pass the
  * non-negative result through. */
 static inline long kp_ret(long r)
 {
 	if (r < 0) {
-		/* An escape no caller took up: the file is elsewhere, as EXDEV says. */
-		errno = r == KURA_ESCAPED ? EXDEV : (int)-r;
+		errno = kp_errno(r);
 		return -1;
 	}
 	return r;
