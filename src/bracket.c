@@ -11,6 +11,7 @@
 #include "dir_index.h"
 #include "inode.h"
 #include "journal.h"
+#include "sighold.h"
 
 /* acquired: lock_acquire's or lock_acquire_unless_tracee's answer. */
 static int took_lock(struct kura_fs *fs, int acquired)
@@ -89,6 +90,9 @@ static void back_ahead(struct kura_fs *fs)
 
 int fs_end(struct kura_fs *fs, int ret)
 {
+	/* A signal that came during the operation is let in at its very end,
+	 * not between its commit and its flush. */
+	sighold_enter();
 	uint64_t lsn = 0;
 	int committed = 0;
 	if (ret < 0 || fs->tx.err) {
@@ -126,6 +130,7 @@ int fs_end(struct kura_fs *fs, int ret)
 	 * io_err, which the next change reports. */
 	if (fs->tx.j && ret >= 0 && journal_sync_due(&fs->j) && !lock_held_here(&fs->lk))
 		fs_sync(fs);
+	sighold_leave();
 	return ret;
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include "fault.h"
 #include "journal_int.h"
+#include "sighold.h"
 #include "tracee.h"
 
 void journal_mark_dirty(struct journal *j, uint64_t off, uint64_t len)
@@ -354,6 +355,7 @@ static int took_flush(struct journal *j, int r)
 
 void jn_lock_flush(struct journal *j)
 {
+	sighold_enter();
 	took_flush(j, tracee_robust_lock(&j->ctl->flush));
 }
 
@@ -363,6 +365,7 @@ void jn_unlock_flush(struct journal *j)
 	__atomic_add_fetch(&j->ctl->flush_seq, 1, __ATOMIC_RELEASE);
 	if (__atomic_load_n(&j->ctl->sleepers, __ATOMIC_ACQUIRE))
 		syscall(SYS_futex, &j->ctl->flush_seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+	sighold_leave();
 }
 
 static int durable_past(const struct journal *j, uint64_t lsn)
@@ -445,9 +448,12 @@ int journal_sync(struct journal *j, uint64_t lsn)
 		 * this thread's flush or by one it saw end, and a stopped
 		 * tracee holding the flush cannot let it. */
 		struct jctl *c = j->ctl;
+		sighold_enter(); /* the waits below are bounded (sighold.h) */
 		int took = lock_flush_unless_durable(j, __atomic_load_n(&c->staged, __ATOMIC_ACQUIRE) + c->lsn_base);
-		if (took <= 0)
+		if (took <= 0) {
+			sighold_leave();
 			return took ? took : j->m->io_err ? -EIO : 0;
+		}
 		uint32_t me = (uint32_t)syscall(SYS_gettid);
 		if (!j->sync_each_op)
 			wait_for_fellow(j, me);
@@ -461,10 +467,15 @@ int journal_sync(struct journal *j, uint64_t lsn)
 			c->last_flusher = me;
 		}
 		jn_unlock_flush(j);
-	} else if (lock_flush_or_durable(j, lsn)) {
-		if (!durable_past(j, lsn))
-			err = jn_write_pending(j);
-		jn_unlock_flush(j);
+	} else {
+		sighold_enter();
+		if (lock_flush_or_durable(j, lsn)) {
+			if (!durable_past(j, lsn))
+				err = jn_write_pending(j);
+			jn_unlock_flush(j);
+		} else {
+			sighold_leave();
+		}
 	}
 	return err ? err : j->m->io_err ? -EIO : 0;
 }

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "lock.h"
+#include "sighold.h"
 #include "tracee.h"
 #include "shm.h"
 
@@ -161,6 +162,7 @@ static int spin_for(pthread_mutex_t *m)
 
 int lock_acquire(struct lockh *h)
 {
+	sighold_enter();
 	int r = spin_for(&h->t->mutex);
 	if (r == EBUSY)
 		r = tracee_robust_lock(&h->t->mutex);
@@ -169,10 +171,15 @@ int lock_acquire(struct lockh *h)
 
 int lock_acquire_unless_tracee(struct lockh *h)
 {
+	sighold_enter();
 	int r = spin_for(&h->t->mutex);
 	if (r == EBUSY)
 		r = tracee_safe_lock(&h->t->mutex);
-	return r == EDEADLK ? -EDEADLK : r == EOWNERDEAD;
+	if (r == EDEADLK) {
+		sighold_leave();
+		return -EDEADLK;
+	}
+	return r == EOWNERDEAD;
 }
 
 void lock_mark_consistent(struct lockh *h)
@@ -188,6 +195,7 @@ int lock_held_here(const struct lockh *h)
 void lock_release(struct lockh *h)
 {
 	pthread_mutex_unlock(&h->t->mutex);
+	sighold_leave();
 }
 
 /* Inode numbers made together are close (slots of one inode block), and

@@ -9,6 +9,7 @@
 #include "api.h"
 #include "group.h"
 #include "inode.h"
+#include "sighold.h"
 #include "tracee.h"
 #include "xattr.h"
 #include "kura.h"
@@ -193,7 +194,7 @@ long ofile_id(const struct kura_fs *fs, const struct ofile *of)
 
 int fd_install(struct kura_fs *fs, struct ofile *of)
 {
-	pthread_mutex_lock(&fs->fd_mutex);
+	sighold_lock(&fs->fd_mutex);
 	int fd = -1;
 	for (int i = 0; i < fs->nfds; i++)
 		if (fs->fds[i] < 0) {
@@ -204,7 +205,7 @@ int fd_install(struct kura_fs *fs, struct ofile *of)
 		int n = fs->nfds ? fs->nfds * 2 : 64;
 		int32_t *t = realloc(fs->fds, (size_t)n * sizeof *t);
 		if (!t) {
-			pthread_mutex_unlock(&fs->fd_mutex);
+			sighold_unlock(&fs->fd_mutex);
 			return -ENOMEM;
 		}
 		for (int i = fs->nfds; i < n; i++)
@@ -214,31 +215,31 @@ int fd_install(struct kura_fs *fs, struct ofile *of)
 		fs->nfds = n;
 	}
 	fs->fds[fd] = (int32_t)ofile_id(fs, of);
-	pthread_mutex_unlock(&fs->fd_mutex);
+	sighold_unlock(&fs->fd_mutex);
 	return fd;
 }
 
 struct ofile *ofile_get(struct kura_fs *fs, int fd)
 {
 	struct ofile *of = NULL;
-	pthread_mutex_lock(&fs->fd_mutex);
+	sighold_lock(&fs->fd_mutex);
 	if (fd >= 0 && fd < fs->nfds && fs->fds[fd] >= 0) {
 		of = &fs->ofiles[fs->fds[fd]];
 		__atomic_add_fetch(&of->refs, 1, __ATOMIC_ACQ_REL);
 	}
-	pthread_mutex_unlock(&fs->fd_mutex);
+	sighold_unlock(&fs->fd_mutex);
 	return of;
 }
 
 struct ofile *fd_remove(struct kura_fs *fs, int fd)
 {
 	struct ofile *of = NULL;
-	pthread_mutex_lock(&fs->fd_mutex);
+	sighold_lock(&fs->fd_mutex);
 	if (fd >= 0 && fd < fs->nfds && fs->fds[fd] >= 0) {
 		of = &fs->ofiles[fs->fds[fd]];
 		fs->fds[fd] = -1;
 	}
-	pthread_mutex_unlock(&fs->fd_mutex);
+	sighold_unlock(&fs->fd_mutex);
 	return of;
 }
 
@@ -317,6 +318,7 @@ void ofile_put(struct kura_fs *fs, struct ofile *of)
 
 void ofile_lock_pos(struct ofile *of)
 {
+	sighold_enter();
 	if (tracee_robust_lock(&of->pos_lock) == EOWNERDEAD)
 		pthread_mutex_consistent(&of->pos_lock); /* the offset is a plain number: still usable */
 }
@@ -324,6 +326,7 @@ void ofile_lock_pos(struct ofile *of)
 void ofile_unlock_pos(struct ofile *of)
 {
 	pthread_mutex_unlock(&of->pos_lock);
+	sighold_leave();
 }
 
 /* ---- fork and exec --------------------------------------------------------- */
@@ -347,6 +350,7 @@ void kura_fork_child(kura_fs *fs)
 {
 	/* Only the forking thread exists here; the mutex copy is not ours to unlock. */
 	pthread_mutex_init(&fs->fd_mutex, NULL);
+	sighold_fork_child();
 	fs_fork_child(fs);
 }
 
@@ -372,10 +376,10 @@ int kura_mount_fds(kura_fs *fs, int *out, int max)
 long kura_fd_export(kura_fs *fs, int fd)
 {
 	long id = -EBADF;
-	pthread_mutex_lock(&fs->fd_mutex);
+	sighold_lock(&fs->fd_mutex);
 	if (fd >= 0 && fd < fs->nfds && fs->fds[fd] >= 0)
 		id = fs->fds[fd];
-	pthread_mutex_unlock(&fs->fd_mutex);
+	sighold_unlock(&fs->fd_mutex);
 	return id;
 }
 

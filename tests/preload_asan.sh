@@ -19,10 +19,11 @@ trap 'rm -rf "$ref" "$pool"' EXIT
 # badbuffers.c: EFAULT for buffers the program does not have (the layer
 # probes them before the engine copies); notify_events.c, notify_fork.c
 # and dnotify.c: change notification (src/preload/notify*.c), the watcher
-# thread and a forked child's takeover included.
-for prog in shared_maps badbuffers notify_events notify_fork dnotify; do
+# thread and a forked child's takeover included; signal_handlers.c: a
+# handler's signal deferred while its thread holds kura's locks.
+for prog in shared_maps badbuffers notify_events notify_fork dnotify signal_handlers; do
 	exe=$scratch/$prog
-	gcc -O2 -o "$exe" "$src/tests/preload/$prog.c"
+	gcc -O2 -pthread -o "$exe" "$src/tests/preload/$prog.c"
 	rm -rf "$ref"
 	mkdir "$ref"
 	want=$("$exe" "$ref" | sed "s|$ref|BASE|g")

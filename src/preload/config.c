@@ -91,7 +91,7 @@ kura_fs *kp_fs(int m)
 	kp_creds_sync(); /* the engine call that follows checks them */
 	if (fs)
 		return fs;
-	pthread_mutex_lock(&mount_lock);
+	sighold_lock(&mount_lock);
 	if (!mt->fs) {
 		/* Programs store host paths in symlinks: the engine resolves
 		 * them as the host would see them from the prefix. */
@@ -108,14 +108,14 @@ kura_fs *kp_fs(int m)
 		kp_inside--;
 		if (!fs) {
 			kp_debug("mount %s: %s", mt->pool, kura_last_error());
-			pthread_mutex_unlock(&mount_lock);
+			sighold_unlock(&mount_lock);
 			errno = err ? -err : EIO;
 			return NULL;
 		}
 		__atomic_store_n(&mt->fs, fs, __ATOMIC_RELEASE);
 		kp_notify_attach(m);
 	}
-	pthread_mutex_unlock(&mount_lock);
+	sighold_unlock(&mount_lock);
 	return mt->fs;
 }
 
@@ -164,7 +164,7 @@ int kp_unsupported(const char *what, int err)
 	static pthread_mutex_t lk = PTHREAD_MUTEX_INITIALIZER;
 	if (kp_debug_on) {
 		int fresh = 1;
-		pthread_mutex_lock(&lk);
+		sighold_lock(&lk);
 		for (int i = 0; i < 64 && seen[i]; i++)
 			if (strcmp(seen[i], what) == 0)
 				fresh = 0;
@@ -173,7 +173,7 @@ int kp_unsupported(const char *what, int err)
 				seen[i] = what;
 				break;
 			}
-		pthread_mutex_unlock(&lk);
+		sighold_unlock(&lk);
 		if (fresh)
 			kp_debug("%s is not supported on kura files (%s)", what, strerror(err));
 	}

@@ -161,7 +161,7 @@ static void set_thread_groups(const gid_t *g, size_t n)
 void kp_creds_refresh(void)
 {
 	kp_creds_init(); /* for calls made before the constructor ran */
-	pthread_mutex_lock(&cr_lock);
+	sighold_lock(&cr_lock);
 	if (th.cls[C_UIDS] != proc.gen[C_UIDS]) {
 		th.k.uid = proc.v.uid;
 		th.k.fsuid = proc.v.fsuid;
@@ -178,7 +178,7 @@ void kp_creds_refresh(void)
 	/* The engine applies the umask itself: not where a default ACL decides. */
 	th.k.umask = kp_umask();
 	kp_creds_seen = __atomic_load_n(&kp_creds_gen, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&cr_lock);
+	sighold_unlock(&cr_lock);
 	kura_set_thread_creds(&th.k);
 }
 
@@ -189,7 +189,7 @@ static void changed_for_all(int cls)
 	int er = errno;
 	size_t n = 0;
 	gid_t *g = cls == C_GROUPS ? read_groups(&n) : NULL;
-	pthread_mutex_lock(&cr_lock);
+	sighold_lock(&cr_lock);
 	if (cls == C_UIDS)
 		read_uids(&proc.v);
 	else if (cls == C_GIDS)
@@ -202,7 +202,7 @@ static void changed_for_all(int cls)
 	}
 	proc.gen[cls]++;
 	__atomic_add_fetch(&kp_creds_gen, 1, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&cr_lock);
+	sighold_unlock(&cr_lock);
 	kp_creds_sync();
 	errno = er;
 }

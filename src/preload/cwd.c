@@ -154,9 +154,9 @@ static int set_vcwd_fd(int mnt, int kfd)
 		close_ref((uint64_t)mnt << 32 | (uint32_t)(kfd + 1));
 		return -er;
 	}
-	pthread_mutex_lock(&vcwd_lock);
+	sighold_lock(&vcwd_lock);
 	switch_vcwd(name && strlen(name) < sizeof kp_vcwd ? name : NULL, mnt, kfd);
-	pthread_mutex_unlock(&vcwd_lock);
+	sighold_unlock(&vcwd_lock);
 	free(name);
 	return 0;
 }
@@ -166,17 +166,17 @@ static int set_vcwd_name(const char *host, int mnt)
 {
 	if (strlen(host) >= sizeof kp_vcwd)
 		return -ENAMETOOLONG;
-	pthread_mutex_lock(&vcwd_lock);
+	sighold_lock(&vcwd_lock);
 	switch_vcwd(host, mnt, -1);
-	pthread_mutex_unlock(&vcwd_lock);
+	sighold_unlock(&vcwd_lock);
 	return 0;
 }
 
 static void leave_vcwd(void)
 {
-	pthread_mutex_lock(&vcwd_lock);
+	sighold_lock(&vcwd_lock);
 	switch_vcwd("", 0, -1);
-	pthread_mutex_unlock(&vcwd_lock);
+	sighold_unlock(&vcwd_lock);
 }
 
 /* Across fork: held, so that the child's copy is not locked by a thread
@@ -221,9 +221,9 @@ char *kp_vcwd_name(void)
 		errno = ENOENT;
 		return NULL;
 	}
-	pthread_mutex_lock(&vcwd_lock);
+	sighold_lock(&vcwd_lock);
 	char *name = strdup(kp_vcwd);
-	pthread_mutex_unlock(&vcwd_lock);
+	sighold_unlock(&vcwd_lock);
 	return name;
 }
 
@@ -235,14 +235,14 @@ int kp_vcwd_refresh(void)
 	char *name = name_of(mnt, kfd);
 	if (!name && errno != ENAMETOOLONG)
 		return -errno;
-	pthread_mutex_lock(&vcwd_lock);
+	sighold_lock(&vcwd_lock);
 	int now_mnt;
 	if (kp_vcwd_dir(&now_mnt) == kfd && now_mnt == mnt) { /* unless a chdir came between */
 		const char *to = name && strlen(name) < sizeof kp_vcwd ? name : NULL;
 		snprintf(kp_vcwd, sizeof kp_vcwd, "%s", to ? to : kp_mounts[mnt].prefix);
 		__atomic_store_n(&vcwd_unnamed, !to, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(&vcwd_lock);
+	sighold_unlock(&vcwd_lock);
 	free(name);
 	return 0;
 }

@@ -72,9 +72,9 @@ DIR *kp_opendir_fd(int fd)
 	struct kdir *k = calloc(1, sizeof *k);
 	if (!k)
 		return NULL;
-	pthread_mutex_lock(kp_tab_lock());
+	sighold_lock(kp_tab_lock());
 	int r = attach_stream(e);
-	pthread_mutex_unlock(kp_tab_lock());
+	sighold_unlock(kp_tab_lock());
 	if (r < 0) {
 		free(k);
 		errno = -r;
@@ -263,9 +263,9 @@ KP_EXPORT ssize_t getdents64(int fd, void *buf, size_t n)
 	 * kernel's copy stops there (EFAULT if none fits). */
 	size_t asked = n;
 	n = kp_mem_writable(buf, n);
-	pthread_mutex_lock(kp_tab_lock());
+	sighold_lock(kp_tab_lock());
 	int r = attach_stream(e);
-	pthread_mutex_unlock(kp_tab_lock());
+	sighold_unlock(kp_tab_lock());
 	if (r < 0)
 		return kp_ret(r);
 	size_t used = 0;

@@ -92,7 +92,7 @@ static int library_copy(const char *path, int *kept)
 	*kept = 0;
 	if (stat(path, &st))
 		return -1;
-	pthread_mutex_lock(&dl_lock);
+	sighold_lock(&dl_lock);
 	for (int i = 0; i < dl_ncopies; i++) {
 		struct dl_copy *c = &dl_copies[i];
 		struct stat mst;
@@ -105,7 +105,7 @@ static int library_copy(const char *path, int *kept)
 			if (c->size == st.st_size && c->mtime.tv_sec == st.st_mtim.tv_sec &&
 			    c->mtime.tv_nsec == st.st_mtim.tv_nsec) {
 				*kept = 1;
-				pthread_mutex_unlock(&dl_lock);
+				sighold_unlock(&dl_lock);
 				return c->mfd;
 			}
 			/* Changed since: objects loaded from the old copy keep its pages. */
@@ -124,7 +124,7 @@ static int library_copy(const char *path, int *kept)
 	} else {
 		free(name);
 	}
-	pthread_mutex_unlock(&dl_lock);
+	sighold_unlock(&dl_lock);
 	return mfd;
 }
 
@@ -145,7 +145,7 @@ static void rename_copies(const char *msg, int extra_fd, const char *extra_name)
 {
 	static const char proc[] = "/proc/self/fd/";
 	size_t at = 0;
-	pthread_mutex_lock(&dl_lock);
+	sighold_lock(&dl_lock);
 	for (const char *p = msg; *p && at + 1 < sizeof dl_msg;) {
 		const char *name = NULL;
 		char *end = NULL;
@@ -164,7 +164,7 @@ static void rename_copies(const char *msg, int extra_fd, const char *extra_name)
 		}
 	}
 	dl_msg[at] = 0;
-	pthread_mutex_unlock(&dl_lock);
+	sighold_unlock(&dl_lock);
 }
 
 KP_EXPORT char *dlerror(void)

@@ -62,10 +62,10 @@ static struct kp_fd *slot(int fd)
 
 int kp_attach(int fd, int mnt, int kfd, const char *path, int isdir)
 {
-	pthread_mutex_lock(&tab_lock);
+	sighold_lock(&tab_lock);
 	struct kp_fd *e = slot(fd);
 	if (!e) {
-		pthread_mutex_unlock(&tab_lock);
+		sighold_unlock(&tab_lock);
 		return -EMFILE;
 	}
 	if (e->used) { /* a stale entry: its kernel fd was closed behind our back */
@@ -78,7 +78,7 @@ int kp_attach(int fd, int mnt, int kfd, const char *path, int isdir)
 	e->path = path ? strdup(path) : NULL;
 	e->isdir = isdir;
 	__atomic_store_n(&e->used, 1, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&tab_lock);
+	sighold_unlock(&tab_lock);
 	kp_std_fixup(fd);
 	return 0;
 }
@@ -120,13 +120,13 @@ static int new_placeholder(int cloexec)
 	for (int tries = 0; tries < 2; tries++) {
 		int t = __atomic_load_n(&tmpl, __ATOMIC_ACQUIRE);
 		if (t < 0) {
-			pthread_mutex_lock(&tmpl_lock);
+			sighold_lock(&tmpl_lock);
 			t = tmpl;
 			if (t < 0) {
 				t = make_template();
 				__atomic_store_n(&tmpl, t, __ATOMIC_RELEASE);
 			}
-			pthread_mutex_unlock(&tmpl_lock);
+			sighold_unlock(&tmpl_lock);
 			if (t < 0)
 				return -1;
 		}
@@ -159,10 +159,10 @@ int kp_install(int mnt, int kfd, int cloexec, const char *path, int isdir)
 
 void kp_release(int fd)
 {
-	pthread_mutex_lock(&tab_lock);
+	sighold_lock(&tab_lock);
 	struct kp_fd *e = kp_get(fd);
 	if (!e) {
-		pthread_mutex_unlock(&tab_lock);
+		sighold_unlock(&tab_lock);
 		return;
 	}
 	kura_fs *fs = kp_mounts[e->mnt].fs;
@@ -178,7 +178,7 @@ void kp_release(int fd)
 	e->dir = NULL;
 	free(e->path);
 	e->path = NULL;
-	pthread_mutex_unlock(&tab_lock);
+	sighold_unlock(&tab_lock);
 }
 
 void kp_foreach(void (*f)(int fd, struct kp_fd *e, void *arg), void *arg)

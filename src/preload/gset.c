@@ -156,11 +156,11 @@ int kp_gset_join(struct kp_fd *e)
 	kura_fs *fs = kp_fs(e->mnt);
 	if (!fs)
 		return 0;
-	pthread_mutex_lock(&set_lock);
+	sighold_lock(&set_lock);
 	int err = 0;
 	if (SET_OPEN() && !e->isdir)
 		err = join(e, fs, kura_atomic_shadow(fs, e->kfd, NULL) > 0);
-	pthread_mutex_unlock(&set_lock);
+	sighold_unlock(&set_lock);
 	return err;
 }
 
@@ -171,9 +171,9 @@ int kp_gset_begin(struct kp_fd *e)
 	if (!__atomic_load_n(&kp_gset_open, __ATOMIC_ACQUIRE))
 		return 0;
 	kura_fs *fs = kp_fs(e->mnt);
-	pthread_mutex_lock(&set_lock);
+	sighold_lock(&set_lock);
 	int r = !SET_OPEN() ? 0 : !fs ? -EBADF : join(e, fs, kura_atomic_shadow(fs, e->kfd, NULL) > 0);
-	pthread_mutex_unlock(&set_lock);
+	sighold_unlock(&set_lock);
 	return r < 0 ? r : SET_OPEN();
 }
 
@@ -221,11 +221,11 @@ int kp_gset_end(struct kp_fd *e, int commit, int *ret)
 	if (!__atomic_load_n(&kp_gset_open, __ATOMIC_ACQUIRE))
 		return 0;
 	kura_fs *fs = kp_fs(e->mnt);
-	pthread_mutex_lock(&set_lock);
+	sighold_lock(&set_lock);
 	int member = SET_OPEN() && fs && is_member(e, fs);
 	if (member)
 		*ret = commit ? commit_set() : abort_set();
-	pthread_mutex_unlock(&set_lock);
+	sighold_unlock(&set_lock);
 	return member;
 }
 
@@ -290,7 +290,7 @@ int kp_gset_unlink(const struct kp_path *kp, int flags, int *ret)
 {
 	if (!__atomic_load_n(&kp_gset_open, __ATOMIC_ACQUIRE))
 		return 0;
-	pthread_mutex_lock(&set_lock);
+	sighold_lock(&set_lock);
 	int taken = SET_OPEN();
 	kura_fs *fs = kp_fs(kp->mnt);
 	if (taken) {
@@ -302,7 +302,7 @@ int kp_gset_unlink(const struct kp_path *kp, int flags, int *ret)
 								 kp->kdirfd, kp->p, -1, NULL, 0 });
 		*ret = err;
 	}
-	pthread_mutex_unlock(&set_lock);
+	sighold_unlock(&set_lock);
 	return taken;
 }
 
@@ -310,7 +310,7 @@ int kp_gset_rename(const struct kp_path *a, const struct kp_path *b, unsigned fl
 {
 	if (!__atomic_load_n(&kp_gset_open, __ATOMIC_ACQUIRE))
 		return 0;
-	pthread_mutex_lock(&set_lock);
+	sighold_lock(&set_lock);
 	int taken = SET_OPEN();
 	kura_fs *fs = kp_fs(a->mnt);
 	if (taken) {
@@ -324,7 +324,7 @@ int kp_gset_rename(const struct kp_path *a, const struct kp_path *b, unsigned fl
 			err = record(fs, (struct kura_group_op){ KURA_GROUP_RENAME, a->kdirfd, a->p, b->kdirfd, b->p, flags });
 		*ret = err;
 	}
-	pthread_mutex_unlock(&set_lock);
+	sighold_unlock(&set_lock);
 	return taken;
 }
 
@@ -332,7 +332,7 @@ int kp_gset_rename(const struct kp_path *a, const struct kp_path *b, unsigned fl
  * truncation is the group's, the first change of the file in it. */
 static int truncating_open(kura_fs *fs, const struct kp_path *kp, int flags, mode_t mode, int *ret)
 {
-	pthread_mutex_lock(&set_lock);
+	sighold_lock(&set_lock);
 	int taken = SET_OPEN();
 	if (taken) {
 		int kfd = kura_openat(fs, kp->kdirfd, kp->p, flags & ~(O_TRUNC | O_CLOEXEC), mode);
@@ -344,7 +344,7 @@ static int truncating_open(kura_fs *fs, const struct kp_path *kp, int flags, mod
 			kura_close(fs, kfd); /* its part of the set, if it joined, goes with the last close */
 		*ret = err ? err : kfd;
 	}
-	pthread_mutex_unlock(&set_lock);
+	sighold_unlock(&set_lock);
 	return taken;
 }
 
@@ -364,14 +364,14 @@ int kp_gset_create(const struct kp_path *kp, int flags, mode_t mode, int *ret)
 		return truncating_open(fs, kp, flags, mode, ret);
 	if (there != -ENOENT || !(flags & O_CREAT))
 		return 0; /* it exists (or the open says why not): an ordinary open */
-	pthread_mutex_lock(&set_lock);
+	sighold_lock(&set_lock);
 	int taken = SET_OPEN(), err = 0;
 	if (taken) {
 		int made = created_here(kp->kdirfd, kp->p);
 		if (made >= 0) { /* made earlier in the group: that file */
 			*ret = flags & O_EXCL ? -EEXIST
 					      : kura_reopen(fs, set.ops[made].op.olddirfd, flags & ~(O_CREAT | O_EXCL | O_CLOEXEC));
-			pthread_mutex_unlock(&set_lock);
+			sighold_unlock(&set_lock);
 			return 1;
 		}
 		char dir[PATH_MAX];
@@ -400,13 +400,13 @@ int kp_gset_create(const struct kp_path *kp, int flags, mode_t mode, int *ret)
 		if (err)
 			*ret = err;
 	}
-	pthread_mutex_unlock(&set_lock);
+	sighold_unlock(&set_lock);
 	return taken;
 }
 
 KP_EXPORT int kura_gbegin(void)
 {
-	pthread_mutex_lock(&set_lock);
+	sighold_lock(&set_lock);
 	int err = 0;
 	if (SET_OPEN())
 		err = -EBUSY;
@@ -417,22 +417,22 @@ KP_EXPORT int kura_gbegin(void)
 		set.pid = getpid();
 		__atomic_store_n(&kp_gset_open, 1, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(&set_lock);
+	sighold_unlock(&set_lock);
 	return (int)kp_ret(err);
 }
 
 KP_EXPORT int kura_gcommit(void)
 {
-	pthread_mutex_lock(&set_lock);
+	sighold_lock(&set_lock);
 	int r = SET_OPEN() ? commit_set() : -EINVAL;
-	pthread_mutex_unlock(&set_lock);
+	sighold_unlock(&set_lock);
 	return (int)kp_ret(r);
 }
 
 KP_EXPORT int kura_gabort(void)
 {
-	pthread_mutex_lock(&set_lock);
+	sighold_lock(&set_lock);
 	int r = SET_OPEN() ? abort_set() : -EINVAL;
-	pthread_mutex_unlock(&set_lock);
+	sighold_unlock(&set_lock);
 	return (int)kp_ret(r);
 }

@@ -152,26 +152,26 @@ static int hide(int fd, struct kp_fd *e)
 		hid = h;
 		caphid = cap;
 	}
-	pthread_mutex_lock(kp_tab_lock());
+	sighold_lock(kp_tab_lock());
 	kp_lock_close(fd, e);
 	/* One at a time, so a later descriptor of the same description sees
 	 * the earlier ones gone, as a sequence of closes would. */
 	__atomic_store_n(&e->used, 0, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(kp_tab_lock());
+	sighold_unlock(kp_tab_lock());
 	hid[nhid++] = (struct hidden){ fd, e->kfd, e };
 	return 0;
 }
 
 static void unhide_all(void)
 {
-	pthread_mutex_lock(kp_tab_lock());
+	sighold_lock(kp_tab_lock());
 	for (size_t i = 0; i < nhid; i++) {
 		struct kp_fd *e = hid[i].e;
 		/* Unless another thread attached something to the number meanwhile. */
 		if (!e->used && e->kfd == hid[i].kfd)
 			__atomic_store_n(&e->used, 1, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(kp_tab_lock());
+	sighold_unlock(kp_tab_lock());
 	nhid = 0;
 }
 

@@ -25,6 +25,7 @@
 #include <sys/types.h>
 
 #include "kura.h"
+#include "sighold.h" /* the layer's locks are taken inside holds */
 
 #define KP_EXPORT __attribute__((visibility("default")))
 
@@ -161,6 +162,11 @@ static inline void kp_group_buffer(void *buf, size_t len)
 		kp_group_prepare(buf, len);
 }
 void kp_install_segv_handler(void);
+/* mapsig.c: sigaction of SIGBUS or SIGSEGV once the layer handles it (the
+ * program's action kept aside), or KP_NOT_MINE. */
+#define KP_NOT_MINE (-2)
+struct sigaction;
+int kp_fault_sigaction(int sig, const struct sigaction *act, struct sigaction *old);
 /* mapsync.c: before the engine copies to or from buf, pages of this
  * process's kura maps there that came within the file (or are holes of a
  * lazy map) are mapped in; the bytes before the first page still past the

@@ -91,7 +91,7 @@ struct lk_table *lk_table_get(int m, int create)
 	struct lk_table *t = __atomic_load_n(&lk_tables[m], __ATOMIC_ACQUIRE);
 	if (t)
 		return t;
-	pthread_mutex_lock(&attach_lock);
+	sighold_lock(&attach_lock);
 	if (!lk_tables[m]) {
 		struct stat st;
 		char name[96];
@@ -138,7 +138,7 @@ struct lk_table *lk_table_get(int m, int create)
 		__atomic_store_n(&lk_tables[m], t, __ATOMIC_RELEASE);
 	}
 out:
-	pthread_mutex_unlock(&attach_lock);
+	sighold_unlock(&attach_lock);
 	return lk_tables[m];
 }
 

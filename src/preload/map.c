@@ -87,23 +87,26 @@ static struct kp_map *find_map(const void *addr)
 static void unlock_maps(void)
 {
 	kp_maps_publish();
-	pthread_mutex_unlock(&maps_lock);
+	sighold_unlock(&maps_lock);
 }
 
 void kp_maps_lock(void)
 {
-	pthread_mutex_lock(&maps_lock);
+	sighold_lock(&maps_lock);
 }
 int kp_maps_trylock(void)
 {
 	int tries = 0, r;
+	sighold_enter();
 	while ((r = pthread_mutex_trylock(&maps_lock)) == EBUSY && ++tries < 100000)
 		__builtin_ia32_pause();
+	if (r)
+		sighold_leave();
 	return r;
 }
 void kp_maps_unlock(void)
 {
-	pthread_mutex_unlock(&maps_lock);
+	sighold_unlock(&maps_lock);
 }
 size_t kp_maps_count(void)
 {
@@ -263,7 +266,7 @@ static void *map_shared(void *addr, size_t len, int prot, int flags, struct kp_f
 	}
 	err = sized < 0 ? (int)sized : cover(&m, 0, m.len / PAGE, 1);
 	if (!err) {
-		pthread_mutex_lock(&maps_lock);
+		sighold_lock(&maps_lock);
 		err = add_map(&m);
 		unlock_maps();
 	}
@@ -357,7 +360,7 @@ KP_EXPORT int munmap(void *addr, size_t len)
 	int r = REAL(munmap)(addr, len);
 	if (r == 0 && __atomic_load_n(&nmaps, __ATOMIC_RELAXED)) {
 		size_t plen = (len + PAGE - 1) & ~(size_t)(PAGE - 1);
-		pthread_mutex_lock(&maps_lock);
+		sighold_lock(&maps_lock);
 		if (kp_maps_overlap(addr, plen))
 			forget_range(addr, plen);
 		unlock_maps();
@@ -373,21 +376,21 @@ static int protect_ok(void *addr, size_t len, int prot)
 	if (!(prot & PROT_WRITE) || !__atomic_load_n(&nmaps, __ATOMIC_RELAXED))
 		return 1;
 	int ok = 1;
-	pthread_mutex_lock(&maps_lock);
+	sighold_lock(&maps_lock);
 	for (size_t i = 0; i < nmaps; i++)
 		if ((char *)addr < maps[i].addr + maps[i].len && maps[i].addr < (char *)addr + len && !maps[i].may_write)
 			ok = 0;
-	pthread_mutex_unlock(&maps_lock);
+	sighold_unlock(&maps_lock);
 	return ok;
 }
 
 static void note_prot(void *addr, size_t len, int prot)
 {
-	pthread_mutex_lock(&maps_lock);
+	sighold_lock(&maps_lock);
 	for (size_t i = 0; i < nmaps; i++)
 		if ((char *)addr <= maps[i].addr && maps[i].addr + maps[i].len <= (char *)addr + len)
 			maps[i].prot = prot;
-	pthread_mutex_unlock(&maps_lock);
+	sighold_unlock(&maps_lock);
 }
 
 /* mprotect and pkey_mprotect (with_pkey): the refusal above, the kernel's
@@ -451,7 +454,7 @@ static void *remap_kura(struct kp_map *m0, void *old, size_t old_len, size_t new
 			if (!cover(&n, 0, n.len / PAGE, 1)) {
 				/* The map grows: one record, so that the next mremap
 				 * of the whole range finds it whole. */
-				pthread_mutex_lock(&maps_lock);
+				sighold_lock(&maps_lock);
 				struct kp_map *r = find_map(old);
 				int grown = r && r->addr + r->len == (char *)old + plen;
 				if (grown) {
@@ -480,7 +483,7 @@ static void *remap_kura(struct kp_map *m0, void *old, size_t old_len, size_t new
 			    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | ((flags & MREMAP_FIXED) ? MAP_FIXED : 0), -1, 0);
 	int err = n.addr == MAP_FAILED ? -errno : cover(&n, 0, nlen / PAGE, 1);
 	if (!err) {
-		pthread_mutex_lock(&maps_lock);
+		sighold_lock(&maps_lock);
 		if ((flags & MREMAP_FIXED) && kp_maps_overlap(n.addr, nlen))
 			forget_range(n.addr, nlen);
 		err = add_map(&n);
@@ -504,11 +507,11 @@ KP_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ...
 	void *new_addr = va_arg(ap, void *);
 	va_end(ap);
 	if (__atomic_load_n(&nmaps, __ATOMIC_RELAXED)) {
-		pthread_mutex_lock(&maps_lock);
-		struct kp_map *m = find_map(old), copy;
+		sighold_lock(&maps_lock);
+		struct kp_map *m = find_map(old), copy = { 0 }; /* zeroed: gcc cannot see it is read only when m is */
 		if (m)
 			copy = *m;
-		pthread_mutex_unlock(&maps_lock);
+		sighold_unlock(&maps_lock);
 		if (m) {
 			void *r = remap_kura(&copy, old, old_len, new_len, flags, new_addr);
 			kp_map_fixed();
@@ -543,7 +546,7 @@ void kp_map_fork_done(void)
 /* exec drops every map; exec_failed takes the pins back. */
 void kp_map_exec(int failed)
 {
-	pthread_mutex_lock(&maps_lock);
+	sighold_lock(&maps_lock);
 	kp_group_drop_all(failed);
 	for (size_t i = 0; i < nmaps; i++) {
 		kura_fs *fs = kp_fs(maps[i].mnt);

@@ -68,14 +68,14 @@ static void install_handler(int sig, void (*fn)(int, siginfo_t *, void *))
 	int k = slot_of_sig(sig);
 	if (__atomic_load_n(&installed[k], __ATOMIC_ACQUIRE))
 		return;
-	pthread_mutex_lock(&bus_lock);
+	sighold_lock(&bus_lock);
 	if (!installed[k]) {
 		struct sigaction sa = { .sa_sigaction = fn, .sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK };
 		sigemptyset(&sa.sa_mask);
 		REAL(sigaction)(sig, &sa, &user_act[k]);
 		__atomic_store_n(&installed[k], 1, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(&bus_lock);
+	sighold_unlock(&bus_lock);
 }
 
 void kp_install_bus_handler(void)
@@ -89,28 +89,18 @@ void kp_install_segv_handler(void)
 }
 
 /* Once the layer handles a signal, the program's handler is kept aside and
- * called for the faults that are not the layer's. */
-KP_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+ * called for the faults that are not the layer's (sigdefer.c asks first). */
+int kp_fault_sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	int k = slot_of_sig(sig);
 	if (k < 0 || !__atomic_load_n(&installed[k], __ATOMIC_ACQUIRE))
-		return REAL(sigaction)(sig, act, old);
-	pthread_mutex_lock(&bus_lock);
+		return KP_NOT_MINE;
+	struct sigaction set = act ? *act : (struct sigaction){ 0 }; /* act may be old */
+	sighold_lock(&bus_lock);
 	if (old)
 		*old = user_act[k];
 	if (act)
-		user_act[k] = *act;
-	pthread_mutex_unlock(&bus_lock);
+		user_act[k] = set;
+	sighold_unlock(&bus_lock);
 	return 0;
-}
-
-KP_EXPORT sighandler_t signal(int sig, sighandler_t handler)
-{
-	struct sigaction act = { .sa_handler = handler, .sa_flags = SA_RESTART }, old;
-	sigemptyset(&act.sa_mask);
-	int k = slot_of_sig(sig);
-	if (k < 0 || !__atomic_load_n(&installed[k], __ATOMIC_ACQUIRE))
-		return REAL(signal)(sig, handler);
-	sigaction(sig, &act, &old);
-	return old.sa_handler;
 }

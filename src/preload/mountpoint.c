@@ -75,7 +75,7 @@ static int slot_of(DIR *dp, int make)
 struct dirent64 *kp_mountpoint_next(DIR *dp, int fd)
 {
 	static __thread struct dirent64 ent;
-	pthread_mutex_lock(&ends_lock);
+	sighold_lock(&ends_lock);
 	int s = slot_of(dp, 1);
 	struct dirent64 *out = NULL;
 	if (s >= 0 && ends[s].next < 0) {
@@ -99,15 +99,15 @@ struct dirent64 *kp_mountpoint_next(DIR *dp, int fd)
 		snprintf(ent.d_name, sizeof ent.d_name, "%s", base);
 		out = &ent;
 	}
-	pthread_mutex_unlock(&ends_lock);
+	sighold_unlock(&ends_lock);
 	return out;
 }
 
 void kp_mountpoint_forget(DIR *dp)
 {
-	pthread_mutex_lock(&ends_lock);
+	sighold_lock(&ends_lock);
 	int s = slot_of(dp, 0);
 	if (s >= 0)
 		ends[s].dp = NULL;
-	pthread_mutex_unlock(&ends_lock);
+	sighold_unlock(&ends_lock);
 }

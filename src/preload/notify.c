@@ -139,12 +139,12 @@ struct kn_ring *kn_ring_get(int m)
 	struct kn_ring *r = __atomic_load_n(&kn_rings[m], __ATOMIC_ACQUIRE);
 	if (r || !kp_mounts[m].fs)
 		return r;
-	pthread_mutex_lock(&attach_lock);
+	sighold_lock(&attach_lock);
 	if (!kn_rings[m] && (r = map_ring(m))) {
 		__atomic_store_n(&kn_rings[m], r, __ATOMIC_RELEASE);
 		__atomic_store_n(&kp_nwatch[m], &r->watching, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(&attach_lock);
+	sighold_unlock(&attach_lock);
 	return kn_ring_of(m);
 }
 

@@ -157,10 +157,10 @@ KP_EXPORT int inotify_init1(int flags)
 	int fd = REAL(inotify_init1)(flags);
 	if (fd < 0 || kp_nmounts == 0 || kp_inside)
 		return fd;
-	pthread_mutex_lock(&kn_mu);
+	sighold_lock(&kn_mu);
 	if (!take_over(fd))
 		kp_debug("inotify instance %d stays the kernel's: %s", fd, strerror(errno));
-	pthread_mutex_unlock(&kn_mu);
+	sighold_unlock(&kn_mu);
 	return fd;
 }
 
@@ -172,9 +172,9 @@ KP_EXPORT int inotify_init(void)
 /* An instance another process feeds: its watches are that process's. */
 static int inherited(const struct stat *st)
 {
-	pthread_mutex_lock(&kn_mu);
+	sighold_lock(&kn_mu);
 	int r = kn_inherited_here(st);
-	pthread_mutex_unlock(&kn_mu);
+	sighold_unlock(&kn_mu);
 	return r;
 }
 
@@ -186,9 +186,9 @@ KP_EXPORT int inotify_add_watch(int fd, const char *path, uint32_t mask)
 	struct stat st;
 	int ours = 0; /* an instance of ours, or one a parent process feeds */
 	if (REAL(fstat)(fd, &st) == 0 && S_ISSOCK(st.st_mode)) {
-		pthread_mutex_lock(&kn_mu);
+		sighold_lock(&kn_mu);
 		ours = kn_find(&st) != NULL || kn_inherited_here(&st);
-		pthread_mutex_unlock(&kn_mu);
+		sighold_unlock(&kn_mu);
 	}
 	struct kp_path kp;
 	int r = 0;
@@ -209,7 +209,7 @@ KP_EXPORT int inotify_add_watch(int fd, const char *path, uint32_t mask)
 		return (int)kp_ret(-EOPNOTSUPP);
 	if (ours && ((r = kp_path_arg(path)) || (r = kp_classify(AT_FDCWD, path, &kp))))
 		return (int)kp_ret(r);
-	pthread_mutex_lock(&kn_mu);
+	sighold_lock(&kn_mu);
 	struct inst *in = kn_find(&st);
 	if (!in)
 		in = take_over(fd);
@@ -218,7 +218,7 @@ KP_EXPORT int inotify_add_watch(int fd, const char *path, uint32_t mask)
 	else
 		r = -1;
 	int er = errno;
-	pthread_mutex_unlock(&kn_mu);
+	sighold_unlock(&kn_mu);
 	errno = er;
 	return r;
 }
@@ -230,7 +230,7 @@ KP_EXPORT int inotify_rm_watch(int fd, int wd)
 		return REAL(inotify_rm_watch)(fd, wd);
 	if (inherited(&st))
 		return (int)kp_ret(-EOPNOTSUPP);
-	pthread_mutex_lock(&kn_mu);
+	sighold_lock(&kn_mu);
 	struct inst *in = kn_find(&st);
 	int r = -EINVAL;
 	kn_drain_all();
@@ -246,7 +246,7 @@ KP_EXPORT int inotify_rm_watch(int fd, int wd)
 			kn_kick();
 			break;
 		}
-	pthread_mutex_unlock(&kn_mu);
+	sighold_unlock(&kn_mu);
 	if (!in)
 		return REAL(inotify_rm_watch)(fd, wd);
 	return (int)kp_ret(r);
@@ -254,7 +254,7 @@ KP_EXPORT int inotify_rm_watch(int fd, int wd)
 
 void kp_notify_exec(int failed)
 {
-	pthread_mutex_lock(&kn_mu);
+	sighold_lock(&kn_mu);
 	for (struct inst *in = kn_insts; in; in = in->next) {
 		struct stat st;
 		int fl = REAL(fcntl)(in->ufd, F_GETFD);
@@ -268,7 +268,7 @@ void kp_notify_exec(int failed)
 			kn_watcher_add(m);
 		else if (kn_pool_watches[m])
 			kn_watcher_drop(m);
-	pthread_mutex_unlock(&kn_mu);
+	sighold_unlock(&kn_mu);
 }
 
 /* ---- read ----
@@ -299,9 +299,9 @@ ssize_t kp_notify_read(int fd, void *buf, size_t n, int *served)
 	if (fd < 0 || fd >= FD_MARKS || !(__atomic_load_n(&fd_marks[fd / 8], __ATOMIC_RELAXED) >> (fd % 8) & 1) ||
 	    REAL(fstat)(fd, &st) < 0 || !S_ISSOCK(st.st_mode))
 		return 0;
-	pthread_mutex_lock(&kn_mu);
+	sighold_lock(&kn_mu);
 	int mine = kn_find(&st) || kn_inherited_here(&st);
-	pthread_mutex_unlock(&kn_mu);
+	sighold_unlock(&kn_mu);
 	if (!mine)
 		return 0;
 	*served = 1;

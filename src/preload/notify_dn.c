@@ -106,7 +106,7 @@ int kp_notify_dnotify(int fd, struct kp_fd *e, unsigned long arg)
 	struct kn_ring *ring = kn_ring_get(e->mnt);
 	if (ino <= 0 || !ring)
 		return (int)kp_ret(ino < 0 ? (int)ino : -ENOSPC);
-	pthread_mutex_lock(&kn_mu);
+	sighold_lock(&kn_mu);
 	struct dn **p = &dns;
 	while (*p && !((*p)->fd == fd && (*p)->kfd == e->kfd))
 		p = &(*p)->next;
@@ -126,6 +126,6 @@ int kp_notify_dnotify(int fd, struct kp_fd *e, unsigned long arg)
 			dns = d;
 		}
 	}
-	pthread_mutex_unlock(&kn_mu);
+	sighold_unlock(&kn_mu);
 	return (int)kp_ret(r);
 }

@@ -140,7 +140,7 @@ static void remember_fifo(int fd, const struct kp_path *kp, const struct stat *n
 	struct stat k;
 	if (REAL(fstat)(fd, &k) || !kp->host[0])
 		return;
-	pthread_mutex_lock(&seen_lock);
+	sighold_lock(&seen_lock);
 	size_t i = 0;
 	while (i < nseen && (seen[i].kdev != k.st_dev || seen[i].kino != k.st_ino))
 		i++;
@@ -161,7 +161,7 @@ static void remember_fifo(int fd, const struct kp_path *kp, const struct stat *n
 		free(seen[i].host);
 	seen[i] = (struct fifo_seen){ k.st_dev, k.st_ino, node->st_ino, host, *node };
 out:
-	pthread_mutex_unlock(&seen_lock);
+	sighold_unlock(&seen_lock);
 }
 
 /* The pool node behind kernel FIFO k, as it is now: 1 with *st (and its
@@ -172,14 +172,14 @@ static int fifo_node(const struct stat *k, struct stat *st, struct kp_path *kp)
 		return 0;
 	char host[PATH_MAX];
 	uint64_t ino = 0;
-	pthread_mutex_lock(&seen_lock);
+	sighold_lock(&seen_lock);
 	for (size_t i = 0; i < nseen; i++)
 		if (seen[i].kdev == k->st_dev && seen[i].kino == k->st_ino) {
 			ino = seen[i].ino;
 			*st = seen[i].st;
 			snprintf(host, sizeof host, "%s", seen[i].host);
 		}
-	pthread_mutex_unlock(&seen_lock);
+	sighold_unlock(&seen_lock);
 	if (!ino)
 		return 0;
 	struct stat now;
@@ -189,11 +189,11 @@ static int fifo_node(const struct stat *k, struct stat *st, struct kp_path *kp)
 		*st = now;
 		/* Kept: after a rename the path leads elsewhere, and the
 		 * last state seen is the best answer left. */
-		pthread_mutex_lock(&seen_lock);
+		sighold_lock(&seen_lock);
 		for (size_t i = 0; i < nseen; i++)
 			if (seen[i].kdev == k->st_dev && seen[i].kino == k->st_ino)
 				seen[i].st = now;
-		pthread_mutex_unlock(&seen_lock);
+		sighold_unlock(&seen_lock);
 	} else {
 		kp->where = KP_KERNEL;
 	}
@@ -325,12 +325,12 @@ static pthread_mutex_t bound_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void remember(const struct sockaddr_un *u, const char *path)
 {
-	pthread_mutex_lock(&bound_lock);
+	sighold_lock(&bound_lock);
 	if (nbound == capbound) {
 		size_t cap = capbound ? capbound * 2 : 16;
 		struct bound *b = realloc(bound, cap * sizeof *b);
 		if (!b) {
-			pthread_mutex_unlock(&bound_lock);
+			sighold_unlock(&bound_lock);
 			return; /* getsockname then shows the kernel's path */
 		}
 		bound = b, capbound = cap;
@@ -338,7 +338,7 @@ static void remember(const struct sockaddr_un *u, const char *path)
 	snprintf(bound[nbound].kernel, sizeof bound->kernel, "%s", u->sun_path);
 	snprintf(bound[nbound].path, sizeof bound->path, "%s", path);
 	nbound++;
-	pthread_mutex_unlock(&bound_lock);
+	sighold_unlock(&bound_lock);
 }
 
 /* An address the kernel gave back: the path for one of ours. */
@@ -350,7 +350,7 @@ static void translate_back(struct sockaddr *a, socklen_t *len, socklen_t cap)
 	size_t n = strnlen(u->sun_path, *len - SUN_OFF);
 	if (n < sizeof PRIVATE_DIR || memcmp(u->sun_path, PRIVATE_DIR, sizeof PRIVATE_DIR - 1))
 		return;
-	pthread_mutex_lock(&bound_lock);
+	sighold_lock(&bound_lock);
 	for (size_t i = 0; i < nbound; i++) {
 		if (strlen(bound[i].kernel) != n || memcmp(bound[i].kernel, u->sun_path, n))
 			continue;
@@ -362,7 +362,7 @@ static void translate_back(struct sockaddr *a, socklen_t *len, socklen_t cap)
 		*len = full;
 		break;
 	}
-	pthread_mutex_unlock(&bound_lock);
+	sighold_unlock(&bound_lock);
 }
 
 KP_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)

@@ -332,16 +332,16 @@ KP_EXPORT FILE *popen(const char *cmd, const char *mode)
 	}
 	pc->f = f;
 	pc->pid = c;
-	pthread_mutex_lock(&plock);
+	sighold_lock(&plock);
 	pc->next = pchildren;
 	pchildren = pc;
-	pthread_mutex_unlock(&plock);
+	sighold_unlock(&plock);
 	return f;
 }
 
 KP_EXPORT int pclose(FILE *f)
 {
-	pthread_mutex_lock(&plock);
+	sighold_lock(&plock);
 	struct pchild **pp = &pchildren, *pc = NULL;
 	for (; *pp; pp = &(*pp)->next)
 		if ((*pp)->f == f) {
@@ -349,7 +349,7 @@ KP_EXPORT int pclose(FILE *f)
 			*pp = pc->next;
 			break;
 		}
-	pthread_mutex_unlock(&plock);
+	sighold_unlock(&plock);
 	if (!pc)
 		return REAL(pclose)(f);
 	fclose(f);

@@ -36,11 +36,11 @@ static struct cookie *lookup(FILE *f)
 {
 	if (!__atomic_load_n(&nstreams, __ATOMIC_ACQUIRE) || !f)
 		return NULL;
-	pthread_mutex_lock(&reg_lock);
+	sighold_lock(&reg_lock);
 	struct cookie *c = buckets[hash(f)];
 	while (c && c->f != f)
 		c = c->next;
-	pthread_mutex_unlock(&reg_lock);
+	sighold_unlock(&reg_lock);
 	return c;
 }
 
@@ -51,14 +51,14 @@ struct cookie *kp_stream_cookie(FILE *f)
 
 static void unregister(struct cookie *c)
 {
-	pthread_mutex_lock(&reg_lock);
+	sighold_lock(&reg_lock);
 	for (struct cookie **p = &buckets[hash(c->f)]; *p; p = &(*p)->next)
 		if (*p == c) {
 			*p = c->next;
 			nstreams--;
 			break;
 		}
-	pthread_mutex_unlock(&reg_lock);
+	sighold_unlock(&reg_lock);
 }
 
 int kp_is_stream(FILE *f)
@@ -109,12 +109,12 @@ static pthread_mutex_t std_lock = PTHREAD_MUTEX_INITIALIZER;
 static int c_close(void *cv)
 {
 	struct cookie *c = cv;
-	pthread_mutex_lock(&std_lock);
+	sighold_lock(&std_lock);
 	for (int fd = 0; fd < 3; fd++)
 		for (int m = 0; m < 3; m++)
 			if (std_kept[fd][m] == c->f)
 				std_kept[fd][m] = NULL;
-	pthread_mutex_unlock(&std_lock);
+	sighold_unlock(&std_lock);
 	unregister(c);
 	int r = c->owns && c->fd >= 0 ? kp_close(c->fd) : 0;
 	free(c);
@@ -139,11 +139,11 @@ static FILE *make_stream(int fd, const char *mode, int owns)
 		return NULL;
 	}
 	c->f = f;
-	pthread_mutex_lock(&reg_lock);
+	sighold_lock(&reg_lock);
 	c->next = buckets[hash(f)];
 	buckets[hash(f)] = c;
 	nstreams++;
-	pthread_mutex_unlock(&reg_lock);
+	sighold_unlock(&reg_lock);
 	return f;
 }
 
@@ -165,7 +165,7 @@ FILE *kp_std_stream(int fd)
 	static const char *const modes[3] = { "r", "w", "r+" };
 	if (fd < 0 || fd > 2)
 		return NULL;
-	pthread_mutex_lock(&std_lock);
+	sighold_lock(&std_lock);
 	FILE *f = std_kept[fd][mi];
 	if (f) {
 		/* A new file behind it: nothing of the last one's (buffered
@@ -178,7 +178,7 @@ FILE *kp_std_stream(int fd)
 			setvbuf(f, NULL, _IONBF, 0);
 		std_kept[fd][mi] = f;
 	}
-	pthread_mutex_unlock(&std_lock);
+	sighold_unlock(&std_lock);
 	return f;
 }
 
