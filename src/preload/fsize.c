@@ -58,31 +58,38 @@ static int after_set(int r, int resource)
 	return r;
 }
 
-KP_EXPORT int setrlimit(__rlimit_resource_t resource, const struct rlimit *rl)
+/* ASan sets RLIMIT_CORE through setrlimit while it starts, before its
+ * shadow memory exists: a call for any other resource than RLIMIT_FSIZE
+ * passes through code the sanitizers leave alone. */
+#define PASS_THROUGH __attribute__((no_sanitize("address", "thread", "undefined")))
+
+KP_EXPORT PASS_THROUGH int setrlimit(__rlimit_resource_t resource, const struct rlimit *rl)
 {
-	if (KP_MEM_OK(rl, sizeof *rl))
-		before_set(resource, rl->rlim_cur);
+	if (resource != RLIMIT_FSIZE || !KP_MEM_OK(rl, sizeof *rl))
+		return REAL(setrlimit)(resource, rl);
+	before_set(resource, rl->rlim_cur);
 	return after_set(REAL(setrlimit)(resource, rl), resource);
 }
 
-KP_EXPORT int setrlimit64(__rlimit_resource_t resource, const struct rlimit64 *rl)
+KP_EXPORT PASS_THROUGH int setrlimit64(__rlimit_resource_t resource, const struct rlimit64 *rl)
 {
-	if (KP_MEM_OK(rl, sizeof *rl))
-		before_set(resource, rl->rlim_cur);
+	if (resource != RLIMIT_FSIZE || !KP_MEM_OK(rl, sizeof *rl))
+		return REAL(setrlimit64)(resource, rl);
+	before_set(resource, rl->rlim_cur);
 	return after_set(REAL(setrlimit64)(resource, rl), resource);
 }
 
-KP_EXPORT int prlimit(pid_t pid, __rlimit_resource_t resource, const struct rlimit *rl, struct rlimit *old)
+KP_EXPORT PASS_THROUGH int prlimit(pid_t pid, __rlimit_resource_t resource, const struct rlimit *rl, struct rlimit *old)
 {
-	if (!rl || !KP_MEM_OK(rl, sizeof *rl))
+	if (resource != RLIMIT_FSIZE || !rl || !KP_MEM_OK(rl, sizeof *rl))
 		return REAL(prlimit)(pid, resource, rl, old);
 	before_set(resource, rl->rlim_cur);
 	return after_set(REAL(prlimit)(pid, resource, rl, old), resource);
 }
 
-KP_EXPORT int prlimit64(pid_t pid, __rlimit_resource_t resource, const struct rlimit64 *rl, struct rlimit64 *old)
+KP_EXPORT PASS_THROUGH int prlimit64(pid_t pid, __rlimit_resource_t resource, const struct rlimit64 *rl, struct rlimit64 *old)
 {
-	if (!rl || !KP_MEM_OK(rl, sizeof *rl))
+	if (resource != RLIMIT_FSIZE || !rl || !KP_MEM_OK(rl, sizeof *rl))
 		return REAL(prlimit64)(pid, resource, rl, old);
 	before_set(resource, rl->rlim_cur);
 	return after_set(REAL(prlimit64)(pid, resource, rl, old), resource);
