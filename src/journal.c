@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/sendfile.h>
@@ -260,6 +261,8 @@ static int copy_range(int pool_fd, int copy_fd, off_t at, off_t end)
 	enum { BUF = 1 << 16 };
 	char *buf = NULL; /* the last resort's, on the heap: see jn_checkpoint */
 	int err = 0;
+	struct media_own_write own;
+	media_own_begin(&own, (uint64_t)end);
 	while (at < end) {
 		loff_t in = at, out = at;
 		size_t left = (size_t)(end - at);
@@ -308,6 +311,7 @@ static int copy_range(int pool_fd, int copy_fd, off_t at, off_t end)
 		at += n;
 	}
 	free(buf);
+	media_own_end(&own);
 	return err;
 }
 
@@ -375,7 +379,9 @@ static int create_copy(int pool_fd, const struct kura_super *sb, const char *nam
 	 * of the pool's size): they are stored to through maps, where a hole
 	 * that /dev/shm has no room for is a SIGBUS (media_back does the same
 	 * for the pool's blocks and the undo log as they come into use). */
-	int given = ftruncate(fd, (off_t)size) ? -errno : media_fallocate(fd, ctl_map, journal_undo_off(sb) - ctl_map);
+	int given = media_ftruncate(fd, size);
+	if (!given)
+		given = media_fallocate(fd, ctl_map, journal_undo_off(sb) - ctl_map);
 	if (!given)
 		p = mmap(NULL, KURA_BLOCK, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)ctl_map);
 	else

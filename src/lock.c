@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "lock.h"
+#include "media.h"
 #include "sighold.h"
 #include "tracee.h"
 #include "shm.h"
@@ -64,6 +65,20 @@ int lock_fork_child(struct lockh *h)
 	return err;
 }
 
+/* The first to attach empties the table, so that it reads as zeros
+ * (init_table).  One of the right size is emptied in place, by a punched
+ * hole, which grows nothing: a program under a small RLIMIT_FSIZE, exec'd
+ * by one that set it, may still mount (media_limit.c). */
+static int empty_table(int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) == 0 && (uint64_t)st.st_size == sizeof(struct locktab) &&
+	    fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, st.st_size) == 0)
+		return 0;
+	int err = media_ftruncate(fd, 0);
+	return err ? err : media_ftruncate(fd, sizeof(struct locktab));
+}
+
 int lock_attach_held(struct lockh *h, int pool_fd, int *alone)
 {
 	struct stat st;
@@ -87,10 +102,8 @@ int lock_attach_held(struct lockh *h, int pool_fd, int *alone)
 		goto out;
 	fchmod(fd, st.st_mode & 0666); /* umask must not lock out other users of the pool */
 	*alone = flock(fd, LOCK_EX | LOCK_NB) == 0;
-	if (*alone && (ftruncate(fd, 0) || ftruncate(fd, sizeof(struct locktab)))) {
-		err = -errno;
+	if (*alone && (err = empty_table(fd)))
 		goto out;
-	}
 	struct stat ts;
 	if (fstat(fd, &ts) || (uint64_t)ts.st_size < sizeof(struct locktab)) {
 		err = -EIO;

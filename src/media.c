@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -248,6 +249,9 @@ void media_init_disk(struct media *m, int fd, uint64_t pool_size)
 
 static int write_all(struct media *m, int fd, uint64_t off, const void *src, size_t len)
 {
+	struct media_own_write own;
+	int r = 0;
+	media_own_begin(&own, off + len);
 	for (size_t done = 0; done < len;) {
 		ssize_t n = pwrite(fd, (const char *)src + done, len - done, (off_t)(off + done));
 		if (n < 0 && errno == EINTR)
@@ -256,11 +260,13 @@ static int write_all(struct media *m, int fd, uint64_t off, const void *src, siz
 			int e = n < 0 ? errno : EIO;
 			if (!m->io_err)
 				m->io_err = e;
-			return -e;
+			r = -e;
+			break;
 		}
 		done += (size_t)n;
 	}
-	return 0;
+	media_own_end(&own);
+	return r;
 }
 
 int media_disk_write(struct media *m, uint64_t off, const void *src, size_t len)

@@ -14,6 +14,8 @@
 #ifndef KURA_MEDIA_H
 #define KURA_MEDIA_H
 
+#include <signal.h>
+#include <sys/resource.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -81,11 +83,28 @@ struct media {
 	int asked_tracer; /* whether the process is traced, once a mount */
 };
 
-/* The process's file size limit (RLIMIT_FSIZE) as kura_set_fsize_limit
- * last set it, UINT64_MAX for none; atomic.  The kernel refuses this
- * process's writes of the pool file past it too (with SIGXFSZ), so fresh
- * blocks there are filled through the map. */
+/* The process's soft RLIMIT_FSIZE, UINT64_MAX for none (media_limit.c):
+ * read at mount (media_fsize_refresh) and set by kura_set_fsize_limit;
+ * atomic.  It binds the program's files, not kura's own: a kernel call
+ * that writes or grows one of those past it goes between
+ * media_own_begin(&g, end of the call) and media_own_end(&g). */
 extern uint64_t media_fsize_limit;
+void media_fsize_refresh(void);
+struct kernel_sigaction {
+	void (*handler)(int);
+	unsigned long flags;
+	void (*restorer)(void);
+	uint64_t mask;
+};
+struct media_own_write {
+	int lifted, ignored;
+	struct rlimit was;
+	struct kernel_sigaction act; /* SIGXFSZ's, while it is ignored */
+};
+void media_own_begin(struct media_own_write *g, uint64_t end);
+void media_own_end(struct media_own_write *g);
+/* ftruncate of one of kura's own files: 0 or -errno. */
+int media_ftruncate(int fd, uint64_t size);
 
 /* Maps fd (size bytes).  Fills *m; returns 0 or -errno. */
 int media_map(struct media *m, int fd, uint64_t size, enum kura_persist want, int read_only);

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/mman.h>
 #include <unistd.h>
 #include <emmintrin.h>
@@ -33,10 +34,16 @@
  */
 int media_fallocate(int fd, uint64_t off, uint64_t len)
 {
+	struct media_own_write own;
+	int r = 0;
+	media_own_begin(&own, off + len);
 	while (fallocate(fd, 0, (off_t)off, (off_t)len) != 0)
-		if (errno != EINTR)
-			return -errno;
-	return 0;
+		if (errno != EINTR) {
+			r = -errno;
+			break;
+		}
+	media_own_end(&own);
+	return r;
 }
 
 /*
@@ -219,8 +226,6 @@ void media_warm(struct media *m, uint64_t off)
 	if (cold)
 		populate(m, off, part);
 }
-
-uint64_t media_fsize_limit = UINT64_MAX;
 
 /* 0, or -1 when the file takes no write(2) (hugetlbfs): the caller
  * stores through the map, now and from then on.  Past the file size

@@ -172,6 +172,7 @@ struct kura_fs *fs_open(const char *path, const struct kura_mount_opts *opts, in
 	if (!opts)
 		opts = &defaults;
 	clear_error();
+	media_fsize_refresh(); /* the mount's own files may pass the program's limit */
 	int err = 0;
 	struct kura_fs *fs = calloc(1, sizeof *fs);
 	struct kura_super *sb = calloc(1, sizeof *sb);

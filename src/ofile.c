@@ -81,8 +81,8 @@ int ofile_attach(struct kura_fs *fs, int state_fd)
 		fd = memfd_create("kura-ofiles", MFD_CLOEXEC);
 		if (fd < 0)
 			return -errno;
-		if (ftruncate(fd, (off_t)STATE_BYTES)) {
-			int e = -errno;
+		int e = media_ftruncate(fd, STATE_BYTES);
+		if (e) {
 			close(fd);
 			return e;
 		}

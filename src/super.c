@@ -228,9 +228,9 @@ const char *super_unfit_file(mode_t mode)
 /* ftruncate, saying why not: `size` is the size asked of mkfs. */
 static int size_file(const char *path, int fd, uint64_t bytes, uint64_t size)
 {
-	if (ftruncate(fd, (off_t)bytes) == 0)
+	int err = media_ftruncate(fd, bytes);
+	if (!err)
 		return 0;
-	int err = -errno;
 	set_error("%s: cannot size pool to %llu bytes: %s", path, (unsigned long long)size, strerror(-err));
 	return err;
 }
@@ -257,6 +257,7 @@ static int map_with_metadata(const char *path, int fd, uint64_t bytes, uint64_t 
 
 int kura_mkfs_mode(const char *path, uint64_t size, int force, mode_t mode)
 {
+	media_fsize_refresh();
 	last_error[0] = 0;
 	uint64_t nblocks = size / KURA_BLOCK;
 	if (size < KURA_MIN_POOL_SIZE) {

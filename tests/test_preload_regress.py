@@ -361,3 +361,25 @@ def test_env_i_shows_only_what_it_was_given(env):
     that image takes them out again.  The old layer left them in (coreutils'
     env -S tests saw four lines for one)."""
     bash_as_on_tmpfs(env, "envi", EMPTY_ENV, "A=B\nhi\nC=D\nhi\n")
+
+
+SOFT_FSIZE_LIMIT = r"""
+ulimit -S -f 100
+echo hi > $B/x
+cat $B/x
+python3 -c 'import subprocess, sys
+r = subprocess.run(["dd", "if=/dev/zero", "of=" + sys.argv[1], "bs=1k", "count=200"], stderr=subprocess.DEVNULL)
+print("dd:", r.returncode)' $B/y
+stat -c %s $B/y
+python3 -c 'import sys; open(sys.argv[1], "w").write("a" * 1000)' $B/z; stat -c %s $B/z
+exec cat $B/z | wc -c
+"""
+
+
+def test_programs_under_a_soft_file_size_limit(env):
+    """After `ulimit -S -f`, the programs a shell runs write up to the limit
+    and get SIGXFSZ past it, as on tmpfs; kura's own files (the lock table,
+    the descriptor state, a disk pool's journal) are not the program's, and
+    mounting the pool in each new image must not meet the limit (it died of
+    SIGXFSZ, or answered EFBIG, before media_limit.c)."""
+    bash_as_on_tmpfs(env, "softfsize", SOFT_FSIZE_LIMIT, "hi\ndd: -25\n102400\n1000\n1000")
