@@ -1,6 +1,7 @@
 /*
- * 4,100 processes, one after another, each take a POSIX lock on its own
- * byte of one file and are killed with SIGKILL holding it (killed
+ * 16,400 processes, more than kura's lock table has records (16,384),
+ * one after another, each take a POSIX lock on its own byte of one file
+ * and are killed with SIGKILL holding it (killed
  * processes never unlock: the kernel drops their locks, and kura must not
  * keep their records until its table is full).  Then the survivor locks the
  * whole file, as SQLite would after its readers died.  Usage: dead_lockers
@@ -16,7 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#define N 4100
+#define N 16400
 
 static int lock(int fd, short type, off_t start, off_t len)
 {
