@@ -47,14 +47,12 @@ static ssize_t group_wrote(struct kp_fd *e, ssize_t n, off_t off)
  * kernel call (kernel). */
 static void prepare_iov(const struct iovec *iov, int cnt, int group, int kernel)
 {
-	if (!(group || kernel) || cnt <= 0 || cnt > IOV_MAX || !KP_MEM_OK(iov, (size_t)cnt * sizeof *iov))
+	if (kernel && cnt > 0)
+		kp_map_kernel_iov(iov, (size_t)cnt);
+	if (!group || cnt <= 0 || cnt > IOV_MAX || !KP_MEM_OK(iov, (size_t)cnt * sizeof *iov))
 		return;
-	for (int i = 0; i < cnt; i++) {
-		if (group)
-			kp_group_buffer(iov[i].iov_base, iov[i].iov_len);
-		if (kernel)
-			kp_map_kernel_buffer(iov[i].iov_base, iov[i].iov_len);
-	}
+	for (int i = 0; i < cnt; i++)
+		kp_group_buffer(iov[i].iov_base, iov[i].iov_len);
 }
 
 /* What is left of the file from off (the offset's when off < 0) for a

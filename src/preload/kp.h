@@ -186,6 +186,14 @@ static inline void kp_map_kernel_buffer(const void *buf, size_t len)
 	if (__builtin_expect(kp_maps_count() != 0, 0))
 		kp_map_kernel_buffer_slow(buf, len);
 }
+/* The same for each buffer of a vector (writev, sendmsg...). */
+struct iovec;
+void kp_map_kernel_iov_slow(const struct iovec *iov, size_t cnt);
+static inline void kp_map_kernel_iov(const struct iovec *iov, size_t cnt)
+{
+	if (__builtin_expect(kp_maps_count() != 0, 0))
+		kp_map_kernel_iov_slow(iov, cnt);
+}
 /* atomic.c: F2FS's atomic-write ioctls on a kura descriptor; 1 if req is
  * one of them (*ret then holds the result), else 0. */
 int kp_atomic_ioctl(struct kp_fd *e, unsigned long req, void *arg, int *ret);

@@ -6,6 +6,9 @@
 #include <errno.h>
 #include <sys/mman.h>
 
+#include <limits.h>
+#include <sys/uio.h>
+
 #include "kp.h"
 #include "maptab.h"
 
@@ -272,4 +275,13 @@ void kp_map_kernel_buffer_slow(const void *buf, size_t len)
 	/* Unlike a kura call's, a buffer that cannot be told is left alone. */
 	if (len && lo + len > lo && meets_a_map(lo, lo + len) == 1)
 		(void)kp_map_prepare(buf, len);
+}
+
+void kp_map_kernel_iov_slow(const struct iovec *iov, size_t cnt)
+{
+	/* A vector the kernel would refuse is left for it to refuse. */
+	if (!cnt || cnt > IOV_MAX || !KP_MEM_OK(iov, cnt * sizeof *iov))
+		return;
+	for (size_t i = 0; i < cnt; i++)
+		kp_map_kernel_buffer_slow(iov[i].iov_base, iov[i].iov_len);
 }

@@ -452,6 +452,8 @@ KP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	int t = msg ? target_of(msg->msg_name, msg->msg_namelen, &u, &ulen) : 0;
 	if (t < 0)
 		return -1;
+	if (msg && KP_MEM_OK(msg, sizeof *msg))
+		kp_map_kernel_iov(msg->msg_iov, msg->msg_iovlen);
 	if (!t)
 		return REAL(sendmsg)(fd, msg, flags);
 	struct msghdr m = *msg;
@@ -497,6 +499,18 @@ KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 	ssize_t r = REAL(recvfrom)(fd, buf, n, flags, addr, len);
 	if (r >= 0 && addr)
 		translate_back(addr, len, cap);
+	return r;
+}
+
+KP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	if (!msg || !KP_MEM_OK(msg, sizeof *msg))
+		return REAL(recvmsg)(fd, msg, flags);
+	socklen_t cap = msg->msg_name ? msg->msg_namelen : 0;
+	kp_map_kernel_iov(msg->msg_iov, msg->msg_iovlen);
+	ssize_t r = REAL(recvmsg)(fd, msg, flags);
+	if (r >= 0 && msg->msg_name)
+		translate_back(msg->msg_name, &msg->msg_namelen, cap);
 	return r;
 }
 

@@ -32,13 +32,13 @@ int main(int argc, char **argv)
 	int fd = open(path, O_CREAT | O_RDWR | O_TRUNC, 0644);
 	if (fd < 0 || ftruncate(fd, PG))
 		return 1;
-	char *m = mmap(NULL, 6 * PG, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	char *m = mmap(NULL, 8 * PG, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED)
 		return 1;
-	/* Another process grows the file to five pages. */
+	/* Another process grows the file to seven pages. */
 	if (fork() == 0) {
 		int g = open(path, O_RDWR);
-		for (int i = 1; i < 5; i++) {
+		for (int i = 1; i < 7; i++) {
 			char page[PG];
 			memset(page, 'a' + i, sizeof page);
 			if (pwrite(g, page, sizeof page, (off_t)i * PG) != PG)
@@ -80,6 +80,13 @@ int main(int argc, char **argv)
 	int k = open(out, O_CREAT | O_RDWR | O_TRUNC, 0600);
 	said("write to a /tmp file from page 1", write(k, m + PG, 16));
 	unlink(out);
-	said("write from past the end (page 5)", write(p[1], m + 5 * PG, 8));
+	struct iovec sv5 = { m + 5 * PG, 8 }, rv6 = { m + 6 * PG + 20, 8 };
+	struct msghdr sm = { .msg_iov = &sv5, .msg_iovlen = 1 }, rm = { .msg_iov = &rv6, .msg_iovlen = 1 };
+	said("sendmsg from page 5", sendmsg(sv[0], &sm, 0));
+	said("recvmsg into page 6", recvmsg(sv[1], &rm, 0));
+	memset(back, 0, sizeof back);
+	said("pread of page 6's bytes", pread(fd, back, 4, 6 * PG + 20));
+	printf("%-32s %.4s\n", "bytes", back);
+	said("write from past the end (page 7)", write(p[1], m + 7 * PG, 8));
 	return 0;
 }
