@@ -116,6 +116,12 @@ struct kura_mount_opts {
  * UINT64_MAX (the default, RLIM_INFINITY) for none.  Forked children
  * keep it; a layer sets it anew after exec. */
 void kura_set_fsize_limit(uint64_t limit);
+/* ftruncate of a file a layer keeps for itself beside a pool (its lock
+ * and notification tables in /dev/shm).  Like the pool's own files it is
+ * the file system's, not the program's: the process's RLIMIT_FSIZE is
+ * lifted for the call where the process may lift it, else the call fails
+ * with -EFBIG and no SIGXFSZ.  0 or -errno. */
+int kura_own_ftruncate(int fd, uint64_t size);
 /* The host path of this thread's last KURA_ESCAPED (until its next one). */
 const char *kura_escaped_path(void);
 /* The host_prefix option for a mount made without it (kura_mount_inherit

@@ -32,6 +32,11 @@ void kura_set_fsize_limit(uint64_t limit)
 	__atomic_store_n(&media_fsize_limit, limit, __ATOMIC_RELAXED);
 }
 
+int kura_own_ftruncate(int fd, uint64_t size)
+{
+	return media_ftruncate(fd, size);
+}
+
 int fsize_check(uint64_t size, uint64_t end)
 {
 	return end > size && end > __atomic_load_n(&media_fsize_limit, __ATOMIC_RELAXED) ? KURA_XFSZ : 0;

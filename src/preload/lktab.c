@@ -112,7 +112,7 @@ struct lk_table *lk_table_get(int m, int create)
 			fchmod(fd, st.st_mode & 0666); /* shm_open applied our umask */
 		struct stat ts;
 		if (REAL(fstat)(fd, &ts) < 0 ||
-		    ((size_t)ts.st_size < sizeof(struct lk_table) && ftruncate(fd, sizeof(struct lk_table)) < 0)) {
+		    ((size_t)ts.st_size < sizeof(struct lk_table) && kura_own_ftruncate(fd, sizeof(struct lk_table)) < 0)) {
 			REAL(close)(fd);
 			goto out;
 		}

@@ -113,7 +113,7 @@ static struct kn_ring *map_ring(int m)
 	}
 	fchmod(fd, st.st_mode & 0666); /* shm_open applied our umask; a no-op if it is not ours */
 	if (REAL(fstat)(fd, &ts) < 0 ||
-	    ((size_t)ts.st_size < sizeof(struct kn_ring) && ftruncate(fd, sizeof(struct kn_ring)) < 0)) {
+	    ((size_t)ts.st_size < sizeof(struct kn_ring) && kura_own_ftruncate(fd, sizeof(struct kn_ring)) < 0)) {
 		REAL(close)(fd);
 		return NULL;
 	}
